@@ -1,0 +1,127 @@
+// GGUF v2/v3: reader over a memory mapping, and a writer.
+// Layout (little-endian): magic "GGUF", u32 version, u64 n_tensors, u64 n_kv,
+// then n_kv (key, type, value), then n_tensors (name, n_dims, ne[n_dims],
+// u32 type, u64 offset), padding to general.alignment (default 32), data.
+// Every count, length and offset is checked against the file size before it is
+// used; errors name the file, the field and the value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace tokamak::io {
+
+enum class GgufType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+std::string_view gguf_type_name(GgufType t);
+
+// One metadata value. Scalars are stored widened; arrays keep their element type.
+struct GgufValue {
+  GgufType type = GgufType::U8;
+  GgufType elem_type = GgufType::U8;  // for ARRAY
+  int64_t i = 0;       // integer and bool scalars (U64 above INT64_MAX is rejected by the reader)
+  double f = 0.0;      // F32 / F64 scalars
+  std::string str;     // STRING
+  // ARRAY: exactly one of these is filled, by element type. Nested arrays are rejected.
+  std::vector<int64_t> ints;         // integer/bool elements
+  std::vector<double> floats;        // F32/F64 elements
+  std::vector<std::string> strings;  // STRING elements
+  size_t array_size() const;
+};
+
+struct GgufKeyValue {
+  std::string key;
+  GgufValue value;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  DType type = DType::F32;
+  int n_dims = 0;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  uint64_t offset = 0;  // relative to the start of the data section
+  size_t n_bytes = 0;
+};
+
+class GgufFile {
+ public:
+  // Maps and validates the whole header. Throws tokamak::Error.
+  static GgufFile open(const std::filesystem::path& path);
+  // Parses bytes the caller keeps alive (fuzzing, tests); `name` appears in errors.
+  static GgufFile parse(std::span<const std::byte> bytes, std::string name);
+
+  const std::string& name() const { return name_; }
+  uint32_t version() const { return version_; }
+  size_t alignment() const { return alignment_; }
+  size_t data_offset() const { return data_offset_; }
+
+  const std::vector<GgufKeyValue>& metadata() const { return kv_; }
+  const GgufValue* find(std::string_view key) const;
+  // Typed getters: nullopt when the key is absent; tokamak::Error naming the
+  // key and the actual type when present with an incompatible type.
+  std::optional<int64_t> get_int(std::string_view key) const;     // any integer type or bool
+  std::optional<double> get_float(std::string_view key) const;    // F32/F64 (or an integer)
+  std::optional<bool> get_bool(std::string_view key) const;
+  std::optional<std::string> get_string(std::string_view key) const;
+  const GgufValue* get_array(std::string_view key, GgufType elem_type) const;  // error if elem type differs
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // A view into the mapped data (valid as long as this GgufFile lives).
+  TensorView view(const GgufTensorInfo& info) const;
+
+ private:
+  std::string name_;
+  std::shared_ptr<MappedFile> file_;  // empty when parsed from caller-owned bytes
+  std::span<const std::byte> bytes_;
+  uint32_t version_ = 0;
+  size_t alignment_ = 32;
+  size_t data_offset_ = 0;
+  std::vector<GgufKeyValue> kv_;
+  std::vector<GgufTensorInfo> tensors_;
+};
+
+// Builds a GGUF file in memory and writes it (v3). Keys and tensors keep the
+// order they were added in; tensor data is aligned to `alignment`.
+class GgufWriter {
+ public:
+  void set(std::string key, GgufValue value);  // replaces an existing key
+  void set_u32(std::string key, uint32_t v);
+  void set_i32(std::string key, int32_t v);
+  void set_u64(std::string key, uint64_t v);
+  void set_f32(std::string key, float v);
+  void set_bool(std::string key, bool v);
+  void set_string(std::string key, std::string v);
+  void set_string_array(std::string key, std::vector<std::string> v);
+  void set_f32_array(std::string key, std::vector<float> v);
+  void set_i32_array(std::string key, std::vector<int32_t> v);
+  // Copies `data` (must be row_bytes(type, ne[0]) * rows bytes).
+  void add_tensor(std::string name, DType type, std::vector<int64_t> ne, std::span<const std::byte> data);
+
+  std::vector<std::byte> to_bytes() const;
+  void write(const std::filesystem::path& path) const;  // throws tokamak::Error
+
+ private:
+  struct Tensor {
+    std::string name;
+    DType type;
+    std::vector<int64_t> ne;
+    std::vector<std::byte> data;
+  };
+  std::vector<GgufKeyValue> kv_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace tokamak::io

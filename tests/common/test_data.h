@@ -1,0 +1,28 @@
+// Where the reference data of ../shared lives, for tests.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tokamak::testing {
+
+// $TOKAMAK_TEST_DATA, else ../shared beside the checkout (set by CMake for ctest).
+std::filesystem::path test_data_dir();
+// test_data_dir() / relative; the test fails (GTEST_SKIP is not used: missing data is an error).
+std::filesystem::path test_data(const std::string& relative);
+// The tokamak executable ($TOKAMAK_BIN, set by CMake for ctest).
+std::filesystem::path tokamak_bin();
+std::vector<float> read_f32_file(const std::filesystem::path& path);
+std::string read_text_file(const std::filesystem::path& path);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs argv (no shell) with optional extra environment "K=V" entries and stdin text.
+CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                          const std::string& stdin_text = "");
+
+}  // namespace tokamak::testing
