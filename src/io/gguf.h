@@ -6,6 +6,7 @@
 // used; errors name the file, the field and the value.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -83,6 +84,7 @@ class GgufFile {
   TensorView view(const GgufTensorInfo& info) const;
 
  private:
+  friend class GgufParser;
   std::string name_;
   std::shared_ptr<MappedFile> file_;  // empty when parsed from caller-owned bytes
   std::span<const std::byte> bytes_;
@@ -91,6 +93,10 @@ class GgufFile {
   size_t data_offset_ = 0;
   std::vector<GgufKeyValue> kv_;
   std::vector<GgufTensorInfo> tensors_;
+  // Indices into kv_ / tensors_ sorted by key / name: duplicate checks at parse
+  // time and O(log n) lookups without a second copy of the strings.
+  std::vector<uint32_t> kv_by_key_;
+  std::vector<uint32_t> tensors_by_name_;
 };
 
 // Builds a GGUF file in memory and writes it (v3). Keys and tensors keep the
