@@ -4,8 +4,12 @@
 
 namespace tokamak::cli {
 
+int logits_command(int argc, char** argv);
+
 std::span<const Command> commands() {
-  static const std::array<Command, 0> kCommands{};
+  static constexpr std::array<Command, 1> kCommands{{
+      {"logits", "write the logits of a token sequence as raw float32", logits_command},
+  }};
   return kCommands;
 }
 

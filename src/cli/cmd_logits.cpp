@@ -1,0 +1,90 @@
+// tokamak logits: raw float32 logits [n_tokens, n_vocab] of a token sequence,
+// row i computed after token i: the layout of ../shared/fixtures/logits.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace tokamak::cli {
+namespace {
+
+constexpr OptionSpec kOptions[] = {
+    {"-m,--model", "FILE", "model file (GGUF or llama2.c .bin)"},
+    {"--ids", "I,J,...", "comma-separated token ids"},
+    {"-o,--output", "FILE", "where to write the float32 logits"},
+    {"-t,--threads", "N", "threads (default 1)"},
+    {"--incremental", "", "feed the tokens one at a time through the KV cache"},
+    {"-h,--help", "", "show this help"},
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > INT32_MAX) {
+      throw Error("option --ids: '" + item + "' is not a token id");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+int logits_main(int argc, char** argv) {
+  const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
+  if (args.has("--help")) {
+    std::fputs(usage_text("logits", "-m MODEL --ids 1,2,3 -o OUT.f32", kOptions).c_str(), stdout);
+    return 0;
+  }
+  const std::optional<std::string> model_path = args.get("--model");
+  const std::optional<std::string> ids_text = args.get("--ids");
+  const std::optional<std::string> out_path = args.get("--output");
+  if (!model_path || !ids_text || !out_path) throw Error("logits needs -m MODEL, --ids and -o OUT (see --help)");
+  const std::vector<int32_t> ids = parse_ids(*ids_text);
+  const Model model = Model::load(*model_path);
+  const ModelConfig& c = model.config();
+  if (static_cast<int64_t>(ids.size()) > c.n_ctx_train) {
+    throw Error(std::to_string(ids.size()) + " tokens exceed the model's context length " + std::to_string(c.n_ctx_train));
+  }
+  ThreadPool pool(static_cast<int>(args.get_int("--threads", 1, 1, 1024)));
+  constexpr int32_t kBlockSize = 16;
+  kv::KvCache kv(kv_layout_for(c, kBlockSize), static_cast<int32_t>((ids.size() + kBlockSize - 1) / kBlockSize));
+  Forward forward(model, pool);
+  std::vector<float> logits;
+  logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));
+  Batch batch;
+  if (args.has("--incremental")) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      batch.clear();
+      batch.add(ids[i], static_cast<int32_t>(i), 0, true);
+      const std::span<const float> row = forward.run(batch, kv);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) batch.add(ids[i], static_cast<int32_t>(i), 0, true);
+    const std::span<const float> rows = forward.run(batch, kv);
+    logits.assign(rows.begin(), rows.end());
+  }
+  std::ofstream out(*out_path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  if (!out) throw Error(*out_path + ": cannot write logits");
+  return 0;
+}
+
+}  // namespace
+
+int logits_command(int argc, char** argv) { return logits_main(argc, argv); }
+
+}  // namespace tokamak::cli

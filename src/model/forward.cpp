@@ -1,0 +1,169 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quants.h"
+
+namespace tokamak {
+namespace {
+
+template <typename T>
+void ensure_size(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
+kv::KvLayout kv_layout_for(const ModelConfig& c, int32_t block_size) {
+  kv::KvLayout l;
+  l.n_layers = c.n_layers;
+  l.n_kv_heads = c.n_kv_heads;
+  l.head_dim = c.head_dim;
+  l.block_size = block_size;
+  return l;
+}
+
+void Forward::grow(int64_t n, int64_t n_out, int64_t max_keys) {
+  const ModelConfig& c = model_.config();
+  ensure_size(x_, n * c.n_embd);
+  ensure_size(xb_, n * c.n_embd);
+  ensure_size(q_, n * c.q_dim());
+  ensure_size(k_, n * c.kv_dim());
+  ensure_size(v_, n * c.kv_dim());
+  ensure_size(att_, n * c.q_dim());
+  ensure_size(proj_, n * c.n_embd);
+  ensure_size(gate_, n * c.n_ff);
+  ensure_size(up_, n * c.n_ff);
+  ensure_size(out_in_, n_out * c.n_embd);
+  ensure_size(logits_, n_out * c.n_vocab);
+  if (max_keys > max_keys_) max_keys_ = max_keys;
+  ensure_size(scores_, static_cast<int64_t>(pool_.size()) * max_keys_);
+}
+
+void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
+  const int64_t n = batch.size();
+  if (static_cast<int64_t>(batch.positions.size()) != n || static_cast<int64_t>(batch.seq_ids.size()) != n ||
+      static_cast<int64_t>(batch.want_logits.size()) != n) {
+    throw Error("batch: tokens, positions, seq_ids and want_logits differ in length");
+  }
+  const int32_t n_vocab = model_.config().n_vocab;
+  new_lengths_.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t token = batch.tokens[static_cast<size_t>(i)];
+    const int32_t pos = batch.positions[static_cast<size_t>(i)];
+    const int32_t seq = batch.seq_ids[static_cast<size_t>(i)];
+    if (token < 0 || token >= n_vocab) {
+      throw Error("batch entry " + std::to_string(i) + ": token id " + std::to_string(token) + " outside [0, " +
+                  std::to_string(n_vocab) + ")");
+    }
+    if (seq < 0 || seq > (1 << 20)) throw Error("batch entry " + std::to_string(i) + ": bad sequence id " + std::to_string(seq));
+    if (static_cast<size_t>(seq) >= new_lengths_.size()) new_lengths_.resize(static_cast<size_t>(seq) + 1, -1);
+    int64_t& len = new_lengths_[static_cast<size_t>(seq)];
+    if (len < 0) len = kv.length(seq);
+    if (pos < 0 || pos > len) {
+      throw Error("batch entry " + std::to_string(i) + ": position " + std::to_string(pos) + " of sequence " +
+                  std::to_string(seq) + " leaves a gap (the sequence holds " + std::to_string(len) + " positions)");
+    }
+    len = std::max<int64_t>(len, pos + 1);
+  }
+  for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
+    if (new_lengths_[seq] >= 0) kv.reserve(static_cast<int32_t>(seq), new_lengths_[seq]);
+  }
+}
+
+void Forward::attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = batch.size();
+  kv::BlockPool& pool = kv.pool();
+  const int32_t bs = pool.layout().block_size;
+  // Store this step's K/V rows where their positions live; keys are stored
+  // already rotated.
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t pos = batch.positions[static_cast<size_t>(t)];
+    const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
+    const int32_t block = table.blocks[static_cast<size_t>(pos / bs)];
+    const int64_t row = static_cast<int64_t>(pos % bs) * c.kv_dim();
+    std::copy_n(k_.data() + t * c.kv_dim(), c.kv_dim(), pool.k_page(block, layer) + row);
+    std::copy_n(v_.data() + t * c.kv_dim(), c.kv_dim(), pool.v_page(block, layer) + row);
+  }
+  // One task per (token, kv head): the query heads of a group share K/V rows.
+  const int group = c.n_heads / c.n_kv_heads;
+  pool_.parallel_for(n * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = scores_.data() + static_cast<int64_t>(thread) * max_keys_;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / c.n_kv_heads;
+      const int kvh = static_cast<int>(task % c.n_kv_heads);
+      const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
+      const kernels::KvPages pages = pool.layer_pages(layer, table.blocks.data());
+      kernels::attention_ref(q_.data() + t * c.q_dim(), c.n_heads, c.n_kv_heads, c.head_dim, pages,
+                             batch.positions[static_cast<size_t>(t)] + 1, kvh * group, (kvh + 1) * group,
+                             att_.data() + t * c.q_dim(), scores);
+    }
+  });
+}
+
+std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
+  validate_and_reserve(batch, kv);
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const int64_t n = batch.size();
+  int64_t n_out = 0, max_keys = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
+    max_keys = std::max<int64_t>(max_keys, batch.positions[static_cast<size_t>(t)] + 1);
+  }
+  grow(n, n_out, max_keys);
+  if (n == 0) return {};
+
+  const int64_t d = c.n_embd;
+  for (int64_t t = 0; t < n; ++t) {
+    kernels::dequantize_row(w.token_embd.type, w.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
+                            x_.data() + t * d, d);
+  }
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    // Attention sub-block.
+    for (int64_t t = 0; t < n; ++t) {
+      kernels::rms_norm(x_.data() + t * d, lw.attn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
+    }
+    kernels::matmul(lw.wq, xb_.data(), n, q_.data(), pool_);
+    kernels::matmul(lw.wk, xb_.data(), n, k_.data(), pool_);
+    kernels::matmul(lw.wv, xb_.data(), n, v_.data(), pool_);
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t pos = batch.positions[static_cast<size_t>(t)];
+      kernels::rope_norm(q_.data() + t * c.q_dim(), c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
+      kernels::rope_norm(k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
+    }
+    attention_layer(batch, kv, l);
+    kernels::matmul(lw.wo, att_.data(), n, proj_.data(), pool_);
+    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+    // Feed-forward sub-block (SwiGLU).
+    for (int64_t t = 0; t < n; ++t) {
+      kernels::rms_norm(x_.data() + t * d, lw.ffn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
+    }
+    kernels::matmul(lw.ffn_gate, xb_.data(), n, gate_.data(), pool_);
+    kernels::matmul(lw.ffn_up, xb_.data(), n, up_.data(), pool_);
+    kernels::swiglu(gate_.data(), up_.data(), n * c.n_ff);
+    kernels::matmul(lw.ffn_down, gate_.data(), n, proj_.data(), pool_);
+    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+  }
+  // Only the rows that want logits go through the final norm and LM head.
+  int64_t o = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    if (!batch.want_logits[static_cast<size_t>(t)]) continue;
+    kernels::rms_norm(x_.data() + t * d, w.output_norm.f32(), out_in_.data() + o * d, d, c.rms_eps);
+    ++o;
+  }
+  kernels::matmul(w.output, out_in_.data(), n_out, logits_.data(), pool_);
+  for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
+    if (new_lengths_[seq] >= 0) kv.set_length(static_cast<int32_t>(seq), new_lengths_[seq]);
+  }
+  return {logits_.data(), static_cast<size_t>(n_out * c.n_vocab)};
+}
+
+}  // namespace tokamak

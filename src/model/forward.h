@@ -1,0 +1,55 @@
+// The forward pass: one batched path for prefill and decode alike.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "model/model.h"
+
+namespace tokamak {
+
+// The KV layout a model needs.
+kv::KvLayout kv_layout_for(const ModelConfig& config, int32_t block_size);
+
+// Scratch buffers and the thread pool for running a Model. Buffers grow to the
+// largest batch seen and are then reused, so a decode loop allocates nothing.
+class Forward {
+ public:
+  Forward(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
+
+  // Runs the batch, appending each token's K/V to its sequence in `kv`.
+  // Returns the logits [n_out, n_vocab] of the entries that asked for them, in
+  // batch order; valid until the next call. A position must not leave a gap
+  // after its sequence's cached length. Throws tokamak::Error on bad token ids,
+  // positions or sequence ids, and when the KV cache is full.
+  std::span<const float> run(const Batch& batch, kv::KvCache& kv);
+
+ private:
+  void validate_and_reserve(const Batch& batch, kv::KvCache& kv);
+  void attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer);
+  void grow(int64_t n_tokens, int64_t n_out, int64_t max_keys);
+
+  const Model& model_;
+  ThreadPool& pool_;
+  // Activations, row-major, one row per batch token.
+  std::vector<float> x_;       // [n, n_embd] residual stream
+  std::vector<float> xb_;      // [n, n_embd] normed input of a sub-block
+  std::vector<float> q_;       // [n, q_dim]
+  std::vector<float> k_;       // [n, kv_dim]
+  std::vector<float> v_;       // [n, kv_dim]
+  std::vector<float> att_;     // [n, q_dim] attention output
+  std::vector<float> proj_;    // [n, n_embd] output of wo / ffn_down
+  std::vector<float> gate_;    // [n, n_ff]
+  std::vector<float> up_;      // [n, n_ff]
+  std::vector<float> out_in_;  // [n_out, n_embd] final-normed rows that want logits
+  std::vector<float> logits_;  // [n_out, n_vocab]
+  std::vector<float> scores_;  // [threads, max_keys] attention scratch
+  int64_t max_keys_ = 0;
+  std::vector<int64_t> new_lengths_;  // per sequence id touched by the batch
+};
+
+}  // namespace tokamak

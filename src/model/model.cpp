@@ -1,0 +1,128 @@
+#include "model/model.h"
+
+#include <array>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/gguf.h"
+#include "io/llama2c.h"
+#include "kernels/quants.h"
+
+namespace tokamak {
+namespace {
+
+std::string shape_string(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[static_cast<size_t>(i)]);
+  return s + "]";
+}
+
+// Checks that a weight has the expected 1-D or 2-D shape and a type the kernels read.
+void check_weight(const std::string& source, const std::string& name, const TensorView& t, int64_t ne0, int64_t ne1,
+                  bool norm) {
+  const bool shape_ok = t.ne[0] == ne0 && t.ne[1] == ne1 && t.ne[2] == 1 && t.ne[3] == 1;
+  if (!shape_ok) {
+    throw Error(source + ": tensor '" + name + "' has shape " + shape_string(t) + ", expected [" +
+                std::to_string(ne0) + (ne1 > 1 ? ", " + std::to_string(ne1) : "") + "]");
+  }
+  if (norm ? t.type != DType::F32 : !kernels::can_dequantize(t.type)) {
+    throw Error(source + ": tensor '" + name + "' has type " + std::string(dtype_name(t.type)) +
+                (norm ? ", norms must be f32" : ", which this build cannot compute with"));
+  }
+}
+
+void check_weights(const std::string& source, const ModelConfig& c, const ModelWeights& w) {
+  check_weight(source, "token_embd.weight", w.token_embd, c.n_embd, c.n_vocab, false);
+  check_weight(source, "output_norm.weight", w.output_norm, c.n_embd, 1, true);
+  check_weight(source, "output.weight", w.output, c.n_embd, c.n_vocab, false);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    check_weight(source, p + "attn_norm.weight", l.attn_norm, c.n_embd, 1, true);
+    check_weight(source, p + "attn_q.weight", l.wq, c.n_embd, c.q_dim(), false);
+    check_weight(source, p + "attn_k.weight", l.wk, c.n_embd, c.kv_dim(), false);
+    check_weight(source, p + "attn_v.weight", l.wv, c.n_embd, c.kv_dim(), false);
+    check_weight(source, p + "attn_output.weight", l.wo, c.q_dim(), c.n_embd, false);
+    check_weight(source, p + "ffn_norm.weight", l.ffn_norm, c.n_embd, 1, true);
+    check_weight(source, p + "ffn_gate.weight", l.ffn_gate, c.n_embd, c.n_ff, false);
+    check_weight(source, p + "ffn_up.weight", l.ffn_up, c.n_embd, c.n_ff, false);
+    check_weight(source, p + "ffn_down.weight", l.ffn_down, c.n_ff, c.n_embd, false);
+  }
+}
+
+}  // namespace
+
+Model Model::load(const std::filesystem::path& path) {
+  std::array<char, 4> magic{};
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path.string() + ": cannot open model file");
+    in.read(magic.data(), 4);
+  }
+  if (std::memcmp(magic.data(), "GGUF", 4) == 0) {
+    return from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path)));
+  }
+  return from_llama2c(std::make_shared<const io::Llama2cCheckpoint>(io::Llama2cCheckpoint::open(path)));
+}
+
+Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {
+  Model m;
+  m.format_ = ModelFormat::Gguf;
+  m.config_ = ModelConfig::from_gguf(*file);
+  const io::GgufFile& f = *file;
+  auto tensor = [&](const std::string& name) {
+    const io::GgufTensorInfo* info = f.find_tensor(name);
+    if (info == nullptr) throw Error(f.name() + ": missing tensor '" + name + "'");
+    return f.view(*info);
+  };
+  ModelWeights& w = m.weights_;
+  w.token_embd = tensor("token_embd.weight");
+  w.output_norm = tensor("output_norm.weight");
+  w.output = m.config_.tied_output ? w.token_embd : tensor("output.weight");
+  w.layers.resize(static_cast<size_t>(m.config_.n_layers));
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    l.attn_norm = tensor(p + "attn_norm.weight");
+    l.wq = tensor(p + "attn_q.weight");
+    l.wk = tensor(p + "attn_k.weight");
+    l.wv = tensor(p + "attn_v.weight");
+    l.wo = tensor(p + "attn_output.weight");
+    l.ffn_norm = tensor(p + "ffn_norm.weight");
+    l.ffn_gate = tensor(p + "ffn_gate.weight");
+    l.ffn_up = tensor(p + "ffn_up.weight");
+    l.ffn_down = tensor(p + "ffn_down.weight");
+  }
+  check_weights(f.name(), m.config_, w);
+  m.gguf_ = std::move(file);
+  return m;
+}
+
+Model Model::from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> ck) {
+  Model m;
+  m.format_ = ModelFormat::Llama2c;
+  m.config_ = ModelConfig::from_llama2c(ck->config());
+  ModelWeights& w = m.weights_;
+  w.token_embd = ck->token_embedding;
+  w.output_norm = ck->rms_final;
+  w.output = ck->wcls;
+  for (const io::Llama2cLayer& src : ck->layers) {
+    w.layers.push_back({src.rms_att, src.wq, src.wk, src.wv, src.wo, src.rms_ffn, src.w1, src.w3, src.w2});
+  }
+  check_weights("llama2.c checkpoint", m.config_, w);
+  m.llama2c_ = std::move(ck);
+  return m;
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = weights_.output_norm.n_bytes() + weights_.output.n_bytes();
+  for (const LayerWeights& l : weights_.layers) {
+    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      total += t->n_bytes();
+    }
+  }
+  return total;  // the embedding is read one row per token, so it is left out
+}
+
+}  // namespace tokamak

@@ -1,0 +1,66 @@
+// A loaded model: its config and views of its weights, which stay in the
+// file's memory mapping (nothing is copied). Immutable once loaded, so one
+// Model can serve several Forward contexts.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace tokamak {
+
+namespace io {
+class GgufFile;
+class Llama2cCheckpoint;
+}  // namespace io
+
+// Weight shapes in GGML order [ne0 = input, ne1 = output]; norms are [n_embd].
+struct LayerWeights {
+  TensorView attn_norm;  // [n_embd] f32
+  TensorView wq;         // [n_embd, q_dim]
+  TensorView wk;         // [n_embd, kv_dim]
+  TensorView wv;         // [n_embd, kv_dim]
+  TensorView wo;         // [q_dim, n_embd]
+  TensorView ffn_norm;   // [n_embd] f32
+  TensorView ffn_gate;   // [n_embd, n_ff]  (w1)
+  TensorView ffn_up;     // [n_embd, n_ff]  (w3)
+  TensorView ffn_down;   // [n_ff, n_embd]  (w2)
+};
+
+struct ModelWeights {
+  TensorView token_embd;   // [n_embd, n_vocab]
+  TensorView output_norm;  // [n_embd] f32
+  TensorView output;       // [n_embd, n_vocab]; token_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+enum class ModelFormat { Gguf, Llama2c };
+
+class Model {
+ public:
+  // Detects the format from the first bytes ("GGUF" magic, else llama2.c).
+  static Model load(const std::filesystem::path& path);
+  static Model from_gguf(std::shared_ptr<const io::GgufFile> file);
+  static Model from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> checkpoint);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  ModelFormat format() const { return format_; }
+  // The GGUF file the model came from (its tokenizer lives there); null for llama2.c.
+  const std::shared_ptr<const io::GgufFile>& gguf() const { return gguf_; }
+  // Total bytes of weights read per token (for bandwidth figures).
+  size_t weight_bytes() const;
+
+ private:
+  ModelConfig config_;
+  ModelWeights weights_;
+  ModelFormat format_ = ModelFormat::Gguf;
+  std::shared_ptr<const io::GgufFile> gguf_;               // keeps the mapping alive
+  std::shared_ptr<const io::Llama2cCheckpoint> llama2c_;   // keeps the mapping alive
+};
+
+}  // namespace tokamak
