@@ -35,6 +35,8 @@ struct HubFile {
   std::string file;  // path inside the repo, '/'-separated
 };
 
+inline HubFile default_hub_file() { return {std::string(kDefaultHubRepo), std::string(kDefaultHubFile)}; }
+
 // Parses "owner/name:path/in/repo.gguf". Throws tokamak::Error naming the spec
 // when FILE is missing (repos are not listed), or when the repo or file name is
 // not a plain relative name (see validate_hub_file).

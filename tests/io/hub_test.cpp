@@ -19,7 +19,9 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -543,7 +545,10 @@ TEST_F(HubTest, UnwritableCacheNamesThePath) {
 TEST(HubNames, DefaultModelUrlAndCachePath) {
   HubOptions o;
   o.cache_dir = "/cache/tokamak";
-  const HubFile f{std::string(kDefaultHubRepo), std::string(kDefaultHubFile)};
+  const HubFile f = default_hub_file();
+  EXPECT_EQ(f.repo, "ggml-org/models");
+  EXPECT_EQ(f.file, "tinyllamas/stories15M-q4_0.gguf");
+  EXPECT_EQ(kDefaultHubFileBytes, 19'077'344u);
   EXPECT_EQ(hub_url(o, f), "https://huggingface.co/ggml-org/models/resolve/main/tinyllamas/stories15M-q4_0.gguf");
   EXPECT_EQ(hub_cache_path(o, f), fs::path("/cache/tokamak/ggml-org/models/tinyllamas/stories15M-q4_0.gguf"));
   o.endpoint = "http://mirror.example/hf/";
