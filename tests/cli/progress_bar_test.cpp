@@ -1,13 +1,11 @@
 // The command line's download progress bar (src/cli/progress_bar.cpp).
-// src/cli/ is compiled only into the tokamak executable, not into a library a
-// test can link, so this test compiles that one file itself.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
 
-#include "cli/progress_bar.cpp"
+#include "cli/progress_bar.h"
 
 namespace tokamak::cli {
 namespace {
