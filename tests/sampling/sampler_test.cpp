@@ -634,6 +634,14 @@ TEST(Llama2c, ThousandTokenVocabulary) {
   EXPECT_EQ(llama2c_run(l, 0.0f, 0.9f, 2), (std::vector<int32_t>{321, 321}));
 }
 
+TEST(Llama2c, SeedZeroIsRandomAsInRunC) {
+  // A literal zero state would give coin 0 forever, i.e. always token 0 here.
+  const auto tokens = llama2c_run({0, 0, 0, 0}, 1.0f, 1.0f, 64, 0);
+  EXPECT_NE(std::count(tokens.begin(), tokens.end(), 0), 64);
+  Llama2cRng zero(0);
+  EXPECT_EQ(zero.next_u32(), 0u);
+}
+
 TEST(Llama2c, LogprobsOverTheNucleus) {
   SamplingParams p;
   p.rng = SamplingParams::Rng::Llama2c;
