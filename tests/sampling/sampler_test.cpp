@@ -456,7 +456,11 @@ TEST(LogitBias, AddsBansAndSums) {
 }
 
 TEST(LogitBias, AllBannedIsAnError) {
-  auto s = make_sampler(params([](SamplingParams& p) { p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}}; p.seed = 1; }), 2);
+  auto s = make_sampler(params([](SamplingParams& p) {
+                          p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+                          p.seed = 1;
+                        }),
+                        2);
   EXPECT_THROW(s->sample(std::vector<float>{1, 2}), Error);
 }
 
@@ -714,7 +718,13 @@ TEST(Validation, NamesTheFieldAndTheValue) {
   expect_error(params([](SamplingParams& p) { p.logit_bias = {{3, INFINITY}}; }), "logit_bias bias", "inf");
   expect_error(params([](SamplingParams& p) { p.n_probs = -1; }), "n_probs", "-1");
   expect_error(SamplingParams{}, "n_vocab", "0", 0);
-  EXPECT_NO_THROW(make_sampler(params([](SamplingParams& p) { p.temperature = -1.0f; p.top_p = 0.0f; p.min_p = 1.0f; p.seed = 1; }), 10));
+  const auto edges = params([](SamplingParams& p) {
+    p.temperature = -1.0f;
+    p.top_p = 0.0f;
+    p.min_p = 1.0f;
+    p.seed = 1;
+  });
+  EXPECT_NO_THROW(make_sampler(edges, 10));
 }
 
 TEST(Validation, BadRowsAndTokens) {
