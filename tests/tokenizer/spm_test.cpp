@@ -1,0 +1,192 @@
+// SentencePiece BPE from GGUF vocabularies, against llama.cpp's own tokenizer
+// test vectors (test-tokenizer-0: add_special = false, parse_special = false),
+// llama2.c's test.c, llama-tokenizer-js and the stories260K story.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/test_data.h"
+#include "core/error.h"
+#include "io/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak {
+namespace {
+
+using testing::read_text_file;
+using testing::test_data;
+
+const Tokenizer& llama_spm() {
+  static const Tokenizer tok =
+      Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")));
+  return tok;
+}
+
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// llama.cpp's models/ggml-vocab-llama-spm.gguf.inp/.out: every case, no BOS.
+TEST(SpmEncode, MatchesLlamaCppVocabTestsForLlamaSpm) {
+  const Tokenizer& tok = llama_spm();
+  const std::string base = "models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+  const std::string inp = read_text_file(test_data(base + ".inp"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t next = inp.find(sep, pos);
+    if (next == std::string::npos) {
+      cases.push_back(inp.substr(pos));
+      break;
+    }
+    cases.push_back(inp.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::vector<std::string> lines;
+  std::istringstream out(read_text_file(test_data(base + ".out")));
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  ASSERT_EQ(cases.size(), lines.size());
+  ASSERT_EQ(cases.size(), 46u);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(tok.encode(cases[i], false), parse_ids(lines[i])) << "case " << i << ": '" << cases[i] << "'";
+  }
+}
+
+TEST(SpmEncode, MatchesLlama2cTestCasesWithGgufVocab) {
+  const Tokenizer& tok = llama_spm();
+  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama2c_encode_tests.json")));
+  ASSERT_EQ(j["cases"].size(), 5u);
+  for (const auto& c : j["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(tok.encode(text, c["bos"].get<bool>()), c["tokens"].get<std::vector<int32_t>>()) << text;
+  }
+}
+
+TEST(SpmEncode, MatchesLlamaTokenizerJsCasesWithGgufVocab) {
+  const Tokenizer& tok = llama_spm();
+  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama_tokenizer_js_tests.json")));
+  int n = 0;
+  for (const auto& c : j["cases"]) {
+    if (c["kind"] != "testCase") continue;
+    const std::string text = c["args"][0];
+    EXPECT_EQ(tok.encode(text, true), c["args"][1].get<std::vector<int32_t>>()) << text;
+    ++n;
+  }
+  EXPECT_EQ(n, 12);
+}
+
+TEST(SpmEncode, Stories260KGgufStory) {
+  const Tokenizer tok = Tokenizer::from_gguf(io::GgufFile::open(test_data("models/stories260K/stories260K.gguf")));
+  const std::vector<int32_t> expected = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426};
+  EXPECT_EQ(tok.encode("Once upon a time, there was a little girl named Lily.", true), expected);
+  EXPECT_EQ(tok.n_vocab(), 512);
+  EXPECT_EQ(tok.bos(), 1);
+  EXPECT_EQ(tok.eos(), 2);
+  EXPECT_TRUE(tok.add_bos());  // no add_bos_token key: SPM's default
+}
+
+// A full model file (not vocabulary-only) with the same Llama 2 vocabulary.
+TEST(SpmEncode, TinyRandomModelFileMatchesLlamaTokenizerJsCases) {
+  const Tokenizer tok =
+      Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama-2-tiny-random/llama-2-tiny-random.gguf")));
+  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama_tokenizer_js_tests.json")));
+  for (const auto& c : j["cases"]) {
+    if (c["kind"] != "testCase") continue;
+    const std::string text = c["args"][0];
+    EXPECT_EQ(tok.encode(text, true), c["args"][1].get<std::vector<int32_t>>()) << text;
+  }
+}
+
+TEST(SpmVocab, SpecialIdsAndTypesFromGguf) {
+  const Tokenizer& tok = llama_spm();
+  EXPECT_EQ(tok.n_vocab(), 32000);
+  EXPECT_EQ(tok.bos(), 1);
+  EXPECT_EQ(tok.eos(), 2);
+  EXPECT_EQ(tok.unk(), 0);
+  EXPECT_EQ(tok.eot(), -1);
+  EXPECT_EQ(tok.token_type(0), TokenType::Unknown);
+  EXPECT_EQ(tok.token_type(1), TokenType::Control);
+  EXPECT_EQ(tok.token_type(13), TokenType::Byte);
+  EXPECT_EQ(tok.token_text(13), "<0x0A>");
+  EXPECT_EQ(tok.token_text(29871), "\xE2\x96\x81");
+  EXPECT_TRUE(tok.is_end_of_generation(2));
+  EXPECT_FALSE(tok.is_end_of_generation(1));
+  EXPECT_FALSE(tok.is_end_of_generation(-1));
+}
+
+TEST(SpmVocab, UnsupportedTokenizerModelNamesIt) {
+  for (const char* file : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-bert-bge.gguf"}) {
+    const io::GgufFile gguf = io::GgufFile::open(test_data(std::string("models/llama.cpp-vocab/") + file));
+    const std::string msg = error_of([&] { Tokenizer::from_gguf(gguf); });
+    EXPECT_NE(msg.find("tokenizer.ggml.model"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("'gpt2'") != std::string::npos || msg.find("'bert'") != std::string::npos) << msg;
+  }
+}
+
+TEST(SpmVocab, LoadsIn100Milliseconds) {
+  const io::GgufFile gguf = io::GgufFile::open(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tokenizer tok = Tokenizer::from_gguf(gguf);
+  const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(tok.n_vocab(), 32000);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(ms, 100.0);
+#endif
+}
+
+// Special tokens: plain text by default (llama.cpp parse_special = false),
+// whole tokens when asked; the dummy prefix follows each special token.
+TEST(SpmSpecial, ControlTokensMatchOnlyWithParseSpecial) {
+  const Tokenizer& tok = llama_spm();
+  const std::vector<int32_t> plain = tok.encode("Hi</s>", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
+  const std::vector<int32_t> hello = tok.encode("Hi", false);
+  const std::vector<int32_t> there = tok.encode("there", false);
+  std::vector<int32_t> expected = hello;
+  expected.push_back(2);
+  expected.insert(expected.end(), there.begin(), there.end());
+  EXPECT_EQ(tok.encode("Hi</s>there", false, true), expected);
+  EXPECT_EQ(tok.encode("<s></s>", true, true), (std::vector<int32_t>{1, 1, 2}));
+}
+
+// Characters missing from the vocabulary become their bytes' <0xNN> tokens.
+TEST(SpmEncode, UnknownCharacterFallsBackToBytes) {
+  const Tokenizer& tok = llama_spm();
+  EXPECT_EQ(tok.encode("\xF0\x9F\xA6\x99", false), (std::vector<int32_t>{29871, 243, 162, 169, 156}));  // 🦙
+  // Invalid UTF-8: a lone lead byte and a lone continuation byte still round-trip as bytes.
+  const std::string bad = "a\xC3" "b\x80";
+  EXPECT_EQ(tok.decode(tok.encode(bad, false)), bad);
+}
+
+// A quadratic merge loop would take minutes on this; the heap takes well under a second.
+TEST(SpmEncode, LongTextEncodesInNLogNTime) {
+  const Tokenizer& tok = llama_spm();
+  std::string text;
+  while (text.size() < (1u << 20)) text += "The llama (/ˈlɑːmə/) is a domesticated South American camelid. ";
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = tok.encode(text, false);
+  const auto s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(ids.size(), 100000u);
+  EXPECT_EQ(tok.decode(ids), text);
+  EXPECT_LT(s, 30.0);
+}
+
+}  // namespace
+}  // namespace tokamak
