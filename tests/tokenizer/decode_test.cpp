@@ -3,46 +3,27 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 
 #include "common/test_data.h"
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
+#include "tokenizer/test_cases.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak {
 namespace {
 
-using testing::read_text_file;
+using testing::error_of;
+using testing::llama_spm;
 using testing::test_data;
 
-const Tokenizer& llama_spm() {
-  static const Tokenizer tok =
-      Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")));
-  return tok;
-}
-
 std::vector<std::string> vocab_test_inputs() {
-  const std::string inp = read_text_file(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf.inp"));
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  for (size_t pos = 0; pos < inp.size();) {
-    size_t next = inp.find(sep, pos);
-    if (next == std::string::npos) next = inp.size();
-    cases.push_back(inp.substr(pos, next - pos));
-    pos = next + sep.size();
+  std::vector<std::string> texts;
+  for (auto& c : testing::llama_cpp_vocab_cases("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")) {
+    texts.push_back(std::move(c.text));
   }
-  return cases;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return texts;
 }
 
 TEST(Decode, PiecesTurnU2581IntoSpaceAndBytesIntoRawBytes) {

@@ -5,90 +5,39 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/test_data.h"
-#include "core/error.h"
 #include "io/gguf.h"
+#include "tokenizer/test_cases.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak {
 namespace {
 
-using testing::read_text_file;
+using testing::error_of;
+using testing::llama_spm;
 using testing::test_data;
-
-const Tokenizer& llama_spm() {
-  static const Tokenizer tok =
-      Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")));
-  return tok;
-}
-
-std::vector<int32_t> parse_ids(const std::string& line) {
-  std::vector<int32_t> ids;
-  std::istringstream in(line);
-  for (int32_t id; in >> id;) ids.push_back(id);
-  return ids;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // llama.cpp's models/ggml-vocab-llama-spm.gguf.inp/.out: every case, no BOS.
 TEST(SpmEncode, MatchesLlamaCppVocabTestsForLlamaSpm) {
   const Tokenizer& tok = llama_spm();
-  const std::string base = "models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
-  const std::string inp = read_text_file(test_data(base + ".inp"));
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t next = inp.find(sep, pos);
-    if (next == std::string::npos) {
-      cases.push_back(inp.substr(pos));
-      break;
-    }
-    cases.push_back(inp.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  std::vector<std::string> lines;
-  std::istringstream out(read_text_file(test_data(base + ".out")));
-  for (std::string line; std::getline(out, line);) lines.push_back(line);
-  ASSERT_EQ(cases.size(), lines.size());
+  const auto cases = testing::llama_cpp_vocab_cases("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
   ASSERT_EQ(cases.size(), 46u);
   for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(tok.encode(cases[i], false), parse_ids(lines[i])) << "case " << i << ": '" << cases[i] << "'";
+    EXPECT_EQ(tok.encode(cases[i].text, false), cases[i].ids) << "case " << i << ": '" << cases[i].text << "'";
   }
 }
 
 TEST(SpmEncode, MatchesLlama2cTestCasesWithGgufVocab) {
-  const Tokenizer& tok = llama_spm();
-  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama2c_encode_tests.json")));
-  ASSERT_EQ(j["cases"].size(), 5u);
-  for (const auto& c : j["cases"]) {
-    const std::string text = c["text"];
-    EXPECT_EQ(tok.encode(text, c["bos"].get<bool>()), c["tokens"].get<std::vector<int32_t>>()) << text;
-  }
+  const auto cases = testing::llama2c_encode_cases();
+  ASSERT_EQ(cases.size(), 5u);
+  for (const auto& c : cases) EXPECT_EQ(llama_spm().encode(c.text, c.bos), c.ids) << c.text;
 }
 
 TEST(SpmEncode, MatchesLlamaTokenizerJsCasesWithGgufVocab) {
-  const Tokenizer& tok = llama_spm();
-  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama_tokenizer_js_tests.json")));
-  int n = 0;
-  for (const auto& c : j["cases"]) {
-    if (c["kind"] != "testCase") continue;
-    const std::string text = c["args"][0];
-    EXPECT_EQ(tok.encode(text, true), c["args"][1].get<std::vector<int32_t>>()) << text;
-    ++n;
-  }
-  EXPECT_EQ(n, 12);
+  const auto cases = testing::llama_tokenizer_js_cases();
+  ASSERT_EQ(cases.size(), 12u);
+  for (const auto& c : cases) EXPECT_EQ(llama_spm().encode(c.text, c.bos), c.ids) << c.text;
 }
 
 TEST(SpmEncode, Stories260KGgufStory) {
@@ -105,12 +54,7 @@ TEST(SpmEncode, Stories260KGgufStory) {
 TEST(SpmEncode, TinyRandomModelFileMatchesLlamaTokenizerJsCases) {
   const Tokenizer tok =
       Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama-2-tiny-random/llama-2-tiny-random.gguf")));
-  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama_tokenizer_js_tests.json")));
-  for (const auto& c : j["cases"]) {
-    if (c["kind"] != "testCase") continue;
-    const std::string text = c["args"][0];
-    EXPECT_EQ(tok.encode(text, true), c["args"][1].get<std::vector<int32_t>>()) << text;
-  }
+  for (const auto& c : testing::llama_tokenizer_js_cases()) EXPECT_EQ(tok.encode(c.text, c.bos), c.ids) << c.text;
 }
 
 TEST(SpmVocab, SpecialIdsAndTypesFromGguf) {
