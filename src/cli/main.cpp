@@ -10,16 +10,12 @@
 namespace {
 
 void print_usage(std::FILE* out) {
-  std::fputs(
-      "usage: tokamak <command> [options]\n"
-      "\n"
-      "commands:\n"
-      "  run        generate text from a prompt\n"
-      "  tokenize   print the token ids of a text\n"
-      "  logits     write the logits of a token sequence as raw float32\n"
-      "\n"
-      "run 'tokamak <command> --help' for a command's options.\n",
-      out);
+  std::fputs("usage: tokamak <command> [options]\n\ncommands:\n", out);
+  for (const tokamak::cli::Command& c : tokamak::cli::commands()) {
+    std::fprintf(out, "  %-12.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.summary.size()), c.summary.data());
+  }
+  std::fputs("\nrun 'tokamak <command> --help' for a command's options.\n", out);
 }
 
 }  // namespace

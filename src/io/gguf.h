@@ -66,6 +66,8 @@ class GgufFile {
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
+  // Start of the data section (aligned). A file without tensors may end before
+  // it; then this is the file size.
   size_t data_offset() const { return data_offset_; }
 
   const std::vector<GgufKeyValue>& metadata() const { return kv_; }
@@ -126,6 +128,9 @@ class GgufWriter {
     std::vector<int64_t> ne;
     std::vector<std::byte> data;
   };
+  // Header, metadata, tensor infos and the padding up to the data section.
+  std::vector<std::byte> header_bytes() const;
+
   std::vector<GgufKeyValue> kv_;
   std::vector<Tensor> tensors_;
 };

@@ -1,0 +1,82 @@
+// tokamak tokenize: the token ids of a text. Works on vocabulary-only GGUF
+// files (no tensors are needed) and on llama2.c checkpoints with -z.
+#include <cstdio>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/model_source.h"
+#include "core/error.h"
+#include "io/gguf.h"
+#include "io/llama2c.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak::cli {
+namespace {
+
+constexpr OptionSpec kOptions[] = {
+    {"-m,--model", "FILE", "GGUF file (a vocabulary-only one is enough) or llama2.c .bin"},
+    {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin (for .bin checkpoints)"},
+    {"-p,--prompt", "TEXT", "the text to tokenize"},
+    {"--ids", "", "print only a JSON array of ids: [1, 2, 3]"},
+    {"--no-bos", "", "do not add BOS even if the vocabulary asks for it"},
+    {"--parse-special", "", "match special-token texts (e.g. </s>) in the text"},
+    {"-h,--help", "", "show this help"},
+};
+
+// A piece as a JSON-ish quoted string, with control bytes escaped.
+std::string quoted(const std::string& piece) {
+  std::string out = "'";
+  for (const unsigned char ch : piece) {
+    if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "'";
+}
+
+int tokenize_main(int argc, char** argv) {
+  const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
+  if (args.has("--help")) {
+    std::fputs(usage_text("tokenize", "-m MODEL -p TEXT [--ids] [--no-bos]", kOptions).c_str(), stdout);
+    return 0;
+  }
+  const std::optional<std::string> model_path = args.get("--model");
+  const std::optional<std::string> text = args.get("--prompt");
+  if (!model_path || !text) throw Error("tokenize needs -m MODEL and -p TEXT (see --help)");
+
+  std::optional<Tokenizer> tokenizer;
+  {
+    std::FILE* f = std::fopen(model_path->c_str(), "rb");
+    if (f == nullptr) throw Error(*model_path + ": cannot open");
+    char magic[4] = {};
+    const size_t got = std::fread(magic, 1, 4, f);
+    std::fclose(f);
+    if (got == 4 && std::string(magic, 4) == "GGUF") {
+      if (args.has("--tokenizer")) throw Error("-z/--tokenizer is for llama2.c checkpoints");
+      tokenizer = Tokenizer::from_gguf(io::GgufFile::open(*model_path));
+    } else {
+      const Model model = Model::load(*model_path);
+      tokenizer = load_tokenizer(model, *model_path, args.get("--tokenizer"));
+    }
+  }
+  const bool add_bos = tokenizer->add_bos() && !args.has("--no-bos");
+  const std::vector<int32_t> ids = tokenizer->encode(*text, add_bos, args.has("--parse-special"));
+  if (args.has("--ids")) {
+    std::string line = "[";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
+    std::printf("%s]\n", line.c_str());
+    return 0;
+  }
+  for (const int32_t id : ids) std::printf("%6d -> %s\n", id, quoted(tokenizer->token_text(id)).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int tokenize_command(int argc, char** argv) { return tokenize_main(argc, argv); }
+
+}  // namespace tokamak::cli

@@ -1,0 +1,25 @@
+// Where the CLI's model comes from: -m PATH, -hf REPO:FILE, or the default hub
+// model; and the tokenizer that goes with it (-z for llama2.c checkpoints).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak::cli {
+
+class ParsedArgs;
+
+// -m, else -hf, else the default model; hub files are fetched into the cache
+// (progress bar on stderr). Reads HF_ENDPOINT, XDG_CACHE_HOME and HOME.
+std::filesystem::path resolve_model_path(const ParsedArgs& args);
+
+// GGUF: the file's own vocabulary. llama2.c: the -z file, else tokenizer.bin
+// beside the checkpoint; an error says to pass -z when neither exists.
+Tokenizer load_tokenizer(const Model& model, const std::filesystem::path& model_path,
+                         const std::optional<std::string>& tokenizer_path);
+
+}  // namespace tokamak::cli

@@ -1,0 +1,89 @@
+// Internal to src/kernels/quants*.cpp: the per-type scalar kernels behind
+// dequantize_row / quantize_row, and the helpers they share. Every function
+// takes a count of whole blocks (nb); the public functions check n.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quants_blocks.h"
+
+namespace tokamak::kernels::detail {
+
+// Copies block i out of a packed, possibly unaligned array of blocks.
+template <class Block>
+Block load_block(const void* blocks, int64_t i) {
+  Block b;
+  std::memcpy(&b, static_cast<const uint8_t*>(blocks) + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+  return b;
+}
+
+template <class Block>
+void store_block(void* blocks, int64_t i, const Block& b) {
+  std::memcpy(static_cast<uint8_t*>(blocks) + i * static_cast<int64_t>(sizeof(Block)), &b, sizeof(Block));
+}
+
+// ggml's nearest_int: adding 1.5 * 2^23 leaves round(x) (ties to even) in the
+// low mantissa bits. Exact for |x| < 2^22; past that (which ggml's scale
+// searches can reach) it returns the same bits as ggml's, which is what
+// bit-exact output needs.
+inline int nearest_int(float x) {
+  const float v = x + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+// 6-bit scale and min of sub-block j (0..7) of Q4_K / Q5_K, packed in 12 bytes:
+// bytes 0-3 hold scales 0-3 (low 6 bits), bytes 4-7 mins 0-3, bytes 8-11 the
+// low nibbles of scale/min 4-7, and the top 2 bits of bytes 0-7 their high bits.
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// 32-element formats (quants_legacy.cpp).
+void dequant_q4_0(const void* src, float* dst, int64_t nb);
+void dequant_q4_1(const void* src, float* dst, int64_t nb);
+void dequant_q5_0(const void* src, float* dst, int64_t nb);
+void dequant_q5_1(const void* src, float* dst, int64_t nb);
+void dequant_q8_0(const void* src, float* dst, int64_t nb);
+void dequant_iq4_nl(const void* src, float* dst, int64_t nb);
+void quant_q4_0(const float* src, void* dst, int64_t nb);
+void quant_q4_1(const float* src, void* dst, int64_t nb);
+void quant_q5_0(const float* src, void* dst, int64_t nb);
+void quant_q5_1(const float* src, void* dst, int64_t nb);
+void quant_q8_0(const float* src, void* dst, int64_t nb);
+
+// K-quants (quants_k.cpp).
+void dequant_q2_k(const void* src, float* dst, int64_t nb);
+void dequant_q3_k(const void* src, float* dst, int64_t nb);
+void dequant_q4_k(const void* src, float* dst, int64_t nb);
+void dequant_q5_k(const void* src, float* dst, int64_t nb);
+void dequant_q6_k(const void* src, float* dst, int64_t nb);
+void dequant_q8_k(const void* src, float* dst, int64_t nb);
+void quant_q2_k(const float* src, void* dst, int64_t nb);
+void quant_q3_k(const float* src, void* dst, int64_t nb);
+void quant_q4_k(const float* src, void* dst, int64_t nb);
+void quant_q5_k(const float* src, void* dst, int64_t nb);
+void quant_q6_k(const float* src, void* dst, int64_t nb);
+void quant_q8_k(const float* src, void* dst, int64_t nb);
+
+// IQ and ternary formats (quants_iq.cpp).
+void dequant_iq4_xs(const void* src, float* dst, int64_t nb);
+void dequant_iq3_xxs(const void* src, float* dst, int64_t nb);
+void dequant_iq3_s(const void* src, float* dst, int64_t nb);
+void dequant_tq1_0(const void* src, float* dst, int64_t nb);
+void dequant_tq2_0(const void* src, float* dst, int64_t nb);
+
+// The IQ3 codebooks (quants_iq_grids.cpp): each entry packs 4 unsigned
+// magnitudes, one per byte, element 0 in the lowest byte.
+extern const uint32_t kIQ3XXSGrid[256];
+extern const uint32_t kIQ3SGrid[512];
+
+}  // namespace tokamak::kernels::detail
