@@ -97,7 +97,7 @@ std::string shown(std::string_view s) {
       std::snprintf(hex, sizeof hex, "\\x%02X", c);
       out += hex;
     } else if (c >= 0x80) {
-      const size_t len = c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      const size_t len = c >= 0xF8 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
       size_t ok = len > 0 && i + len <= s.size() ? len : 0;
       for (size_t j = 1; j < ok; ++j) {
         if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80) ok = 0;
@@ -150,7 +150,8 @@ int run_main(int argc, char** argv) {
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const int64_t n_predict = args.get_int("--n-predict", -1, -1, std::numeric_limits<int32_t>::max());
-  const int threads = static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  const int threads =
+      static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   sampling::SamplingParams sparams = sampling_params(args);
   sparams.seed = sampling::resolve_seed(sparams.seed);
 
@@ -182,10 +183,11 @@ int run_main(int argc, char** argv) {
       prev = token;
     };
   }
-  const engine::GenerateResult r = engine::generate(session, tokenizer, *sampler, prompt, options, [](std::string_view text) {
+  const auto print = [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-  });
+  };
+  const engine::GenerateResult r = engine::generate(session, tokenizer, *sampler, prompt, options, print);
   if (sparams.n_probs > 0) print_logprobs(tokenizer, token_probs, sparams.n_probs);
   const double prefill_tps = r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0;
   const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;
@@ -193,7 +195,8 @@ int run_main(int argc, char** argv) {
                "\n\nprompt tokens: %lld, prefill: %.1f tok/s; generated: %lld tokens, decode: %.1f tok/s "
                "(%d threads, seed %llu, stop: %s)\n",
                static_cast<long long>(r.n_prompt), prefill_tps, static_cast<long long>(r.n_generated), decode_tps,
-               threads, static_cast<unsigned long long>(sparams.seed), std::string(engine::stop_reason_name(r.stop)).c_str());
+               threads, static_cast<unsigned long long>(sparams.seed),
+               std::string(engine::stop_reason_name(r.stop)).c_str());
   return 0;
 }
 

@@ -134,7 +134,9 @@ HfConfig parse_config(const std::filesystem::path& path) {
   const bool swa_enabled = !c.contains("use_sliding_window") || c["use_sliding_window"] == true;
   if (swa_enabled) h.sliding_window = get_count(c, "sliding_window", f, false);
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) {
-    if (!c["rope_scaling"].is_object()) throw Error(f + ": field 'rope_scaling' = " + shown(c["rope_scaling"]) + " is not an object");
+    if (!c["rope_scaling"].is_object()) {
+      throw Error(f + ": field 'rope_scaling' = " + shown(c["rope_scaling"]) + " is not an object");
+    }
     h.rope_scaling = c["rope_scaling"];
   }
   return h;
@@ -203,7 +205,8 @@ std::vector<float> rope_freqs_for(const HfConfig& h) {
   const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
   std::vector<float> factors;
   for (int64_t i = 0; i < h.head_dim; i += 2) {
-    const float freq = static_cast<float>(1.0 / std::pow(base, static_cast<double>(i) / static_cast<double>(h.head_dim)));
+    const double exponent = static_cast<double>(i) / static_cast<double>(h.head_dim);
+    const float freq = static_cast<float>(1.0 / std::pow(base, exponent));
     const double wavelen = 2.0 * M_PI / freq;
     if (wavelen < high_wavelen) {
       factors.push_back(1.0f);
@@ -393,7 +396,9 @@ std::vector<int64_t> rope_norm_row_order(int64_t n_rows, int64_t n_head) {
   std::vector<int64_t> order(static_cast<size_t>(n_rows));
   for (int64_t h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < half; ++i) {
-      for (int64_t j = 0; j < 2; ++j) order[static_cast<size_t>(h * head_dim + 2 * i + j)] = h * head_dim + j * half + i;
+      for (int64_t j = 0; j < 2; ++j) {
+        order[static_cast<size_t>(h * head_dim + 2 * i + j)] = h * head_dim + j * half + i;
+      }
     }
   }
   return order;

@@ -246,7 +246,8 @@ std::map<std::string, int64_t> special_ids(const json& tj, const json* tc, const
   }
   for (const SpecialToken& s : kSpecials) {
     const json* v = config ? member(*config, (std::string(s.typ) + "_token_id").c_str()) : nullptr;
-    if (v == nullptr || !v->is_number_integer() || ids.count(s.typ) != 0) continue;  // lists (Llama 3.1 eos) are skipped
+    // A list (Llama 3.1's eos_token_id) is skipped, as SpecialVocab does.
+    if (v == nullptr || !v->is_number_integer() || ids.count(s.typ) != 0) continue;
     if (v->get<int64_t>() < 0 || v->get<int64_t>() >= n_vocab) {
       notes.push_back(std::string("config.json ") + s.typ + "_token_id " + shown(*v) + " is outside the vocabulary");
       continue;
@@ -339,9 +340,10 @@ std::string convert_hf_tokenizer(const std::filesystem::path& hf_dir, int64_t n_
       scored[it->second] = 1;
     }
     const std::string unk = string_member(*model, "unk_token");
+    std::vector<uint8_t> special_id(n, 0);
+    for (const auto& [typ, id] : specials) special_id[static_cast<size_t>(id)] = 1;
     for (size_t i = 0; i < n; ++i) {
-      const bool is_special = (v.added[i] && v.special[i]) ||
-                              std::any_of(specials.begin(), specials.end(), [&](const auto& s) { return s.second == static_cast<int64_t>(i); });
+      const bool is_special = (v.added[i] && v.special[i]) || special_id[i];
       tokens[i] = v.present[i] ? v.tokens[i] : "[PAD" + std::to_string(i) + "]";
       if (!v.present[i]) {
         types[i] = kUnused;
@@ -368,12 +370,14 @@ std::string convert_hf_tokenizer(const std::filesystem::path& hf_dir, int64_t n_
   } else {
     const std::string decoder = member(tj, "decoder") ? string_member(tj["decoder"], "type") : "";
     if (decoder != "ByteLevel") {
-      throw Error(file + ": a BPE tokenizer without byte_fallback needs the ByteLevel decoder, found '" + decoder + "'");
+      throw Error(file + ": a BPE tokenizer without byte_fallback needs the ByteLevel decoder, found '" + decoder +
+                  "'");
     }
     tokenizer_model = "gpt2";
     std::string pre = detect_pre(tj);
     if (pre.empty()) {
-      notes.push_back("the pre-tokenizer of " + file + " is not one llama.cpp knows by name; wrote tokenizer.ggml.pre = default");
+      notes.push_back("the pre-tokenizer of " + file +
+                      " is not one llama.cpp knows by name; wrote tokenizer.ggml.pre = default");
       pre = "default";
     }
     for (size_t i = 0; i < n; ++i) {
@@ -405,7 +409,9 @@ std::string convert_hf_tokenizer(const std::filesystem::path& hf_dir, int64_t n_
   if (tc != nullptr) {
     for (const char* typ : {"bos", "eos", "sep"}) {
       const json* add = member(*tc, (std::string("add_") + typ + "_token").c_str());
-      if (add != nullptr && add->is_boolean()) out.set_bool(std::string("tokenizer.ggml.add_") + typ + "_token", add->get<bool>());
+      if (add != nullptr && add->is_boolean()) {
+        out.set_bool(std::string("tokenizer.ggml.add_") + typ + "_token", add->get<bool>());
+      }
     }
   }
   if (spm) {

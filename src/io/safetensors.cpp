@@ -315,7 +315,9 @@ SafetensorsModel SafetensorsModel::open(const std::filesystem::path& dir) {
       throw Error(index_path.string() + ": no weight_map object with tensors in it");
     }
     for (const auto& [tensor, shard] : wm->items()) {
-      if (!shard.is_string()) throw Error(index_path.string() + ": weight_map '" + tensor + "' = " + shown(shard) + " is not a file name");
+      if (!shard.is_string()) {
+        throw Error(index_path.string() + ": weight_map '" + tensor + "' = " + shown(shard) + " is not a file name");
+      }
       const std::string s = shard.get<std::string>();
       check_shard_name(s, index_path);
       weight_map[tensor] = s;

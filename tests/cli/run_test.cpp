@@ -198,6 +198,23 @@ TEST(RunProbs, TopKLeavesADistributionOverKTokens) {
   EXPECT_EQ(joined, r.out);
 }
 
+TEST(RunProbs, ByteTokensAreShownEscaped) {
+  // Token 229 is the byte 0xE2 (ids 3..258 are <0x00>..<0xFF>): forced by a
+  // bias, it never completes a UTF-8 character. stdout gets the raw bytes (at
+  // the end, when the incomplete character is flushed); stderr shows "\xE2".
+  const auto r = run_command({tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"), "-n", "3", "--temp",
+                              "0", "-t", "1", "--n-probs", "2", "--logit-bias", "229=100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\xE2\xE2\xE2");
+  EXPECT_NE(r.err.find("#1 \"\\xE2\" (id 229, logprob "), std::string::npos) << r.err;
+  const std::vector<ProbsLine> lines = parse_probs(r.err);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2].text, "\xE2");
+  ASSERT_EQ(lines[2].top.size(), 2u);
+  EXPECT_EQ(lines[2].top[0].first, 229);
+  EXPECT_GT(lines[2].top[0].second, -1e-4);  // p = 1 after a +100 bias
+}
+
 TEST(Run, UserErrorsGiveMessagesAndNonZeroExit) {
   struct Case {
     std::vector<std::string> args;

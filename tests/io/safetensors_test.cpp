@@ -104,7 +104,8 @@ TEST(Safetensors, Bf16F64ScalarsAndEmptyTensors) {
   std::memcpy(data.data(), &d, 8);
   const uint16_t bf = 0x4049;  // 3.140625 in bfloat16
   std::memcpy(data.data() + 8, &bf, 2);
-  const SafetensorsFile f = SafetensorsFile::parse(file_of(header, data), "x.safetensors");
+  const Bytes bytes = file_of(header, data);  // parse() keeps views into it
+  const SafetensorsFile f = SafetensorsFile::parse(bytes, "x.safetensors");
   float v = 0;
   read_f32(*f.find("s"), 0, 1, &v);
   EXPECT_EQ(v, -0.25f);
@@ -145,8 +146,12 @@ std::vector<Malformed> malformed_corpus() {
       {"not JSON", with("{\"a\": ", {}), {"not valid JSON"}},
       {"NUL padding", with("{}\0\0"s, {}), {"NUL byte at offset 10"}},
       {"invalid UTF-8 name", with("{\"\xff\":1}", {}), {"not valid JSON"}},
-      {"duplicate tensor", with(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four), {"duplicate key \"t\""}},
-      {"duplicate field", with(R"({"t":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", four), {"duplicate key \"dtype\""}},
+      {"duplicate tensor",
+       with(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+            R"("t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four),
+       {"duplicate key \"t\""}},
+      {"duplicate field", with(R"({"t":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", four),
+       {"duplicate key \"dtype\""}},
       {"nested too deep", with(tensor("\"F32\"", "[[1]]", "[0,4]"), four), {"nest deeper"}},
       {"deep metadata", with(R"({"__metadata__":{"a":{"b":{}}}})", {}), {"nest deeper"}},
       {"entry not an object", with(R"({"t":[1]})", {}), {"'t'", "not an object"}},
@@ -164,9 +169,13 @@ std::vector<Malformed> malformed_corpus() {
       {"size mismatch", with(tensor("\"F32\"", "[2]", "[0,4]"), four), {"'t'", "hold 4 bytes", "needs 8"}},
       {"past the data", with(tensor("\"F32\"", "[2]", "[0,8]"), four), {"'t'", "past the data section"}},
       {"gap before", with(tensor("\"F32\"", "[1]", "[4,8]"), Bytes(8)), {"'t'", "leave a gap"}},
-      {"overlap", with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", Bytes(8)), {"'b'", "overlap"}},
+      {"overlap",
+       with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", Bytes(8)),
+       {"'b'", "overlap"}},
       {"uncovered tail", with(tensor("\"F32\"", "[1]", "[0,4]"), Bytes(12)), {"cover 4 bytes of a 12-byte"}},
-      {"unknown field", with(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", four), {"'t'", "unknown field 'x'"}},
+      {"unknown field", with(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", four),
+       {"'t'", "unknown field 'x'"}},
       {"missing field", with(R"({"t":{"dtype":"F32","shape":[1]}})", four), {"'t'", "needs dtype"}},
       {"metadata not an object", with(R"({"__metadata__":[]})", {}), {"__metadata__ []"}},
       {"metadata value", with(R"({"__metadata__":{"k":1}})", {}), {"'k' = 1"}},
