@@ -39,6 +39,10 @@ void set_synthetic_vocab(io::GgufWriter& w, int32_t n_vocab) {
     pieces.emplace_back(buf);
     types.push_back(kByte);
   }
+  if (pieces.size() < n) {
+    pieces.emplace_back(kSpace);  // a lone word boundary: spaces before digits and punctuation
+    types.push_back(kNormal);
+  }
   for (int length = 1; pieces.size() < n; ++length) {
     int64_t count = 1;
     for (int i = 0; i < length; ++i) count *= 26;
