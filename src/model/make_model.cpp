@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include "core/error.h"
@@ -13,9 +14,9 @@ namespace tokamak {
 namespace {
 
 constexpr ModelPreset kPresets[] = {
-    // name            n_embd n_ff  layers heads kv  vocab   ctx     rope base  eps   tied
+    // name            n_embd n_ff  layers heads kv  vocab   ctx     rope base  eps   tied  llama3 rope
     {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false},
-    {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true},
+    {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true, 32.0f},
     {"micro", 256, 768, 4, 8, 2, 512, 512, 10000.0f, 1e-5f, false},
 };
 
@@ -54,6 +55,31 @@ void fill_normal(uint64_t stream, float mean, float sigma, float* out, int64_t n
   }
 }
 
+// Llama 3's RoPE frequency factors (what llama.cpp's converter stores in
+// rope_freqs.weight): wavelengths shorter than 8192/4 positions keep their
+// frequency, those longer than 8192 are slowed by `factor`, and the band
+// between is interpolated smoothly.
+std::vector<float> llama3_rope_factors(const ModelPreset& p) {
+  constexpr double kOriginalContext = 8192.0, kLowFreqFactor = 1.0, kHighFreqFactor = 4.0;
+  const int64_t head_dim = p.n_embd / p.n_heads;
+  const double low_freq_wavelen = kOriginalContext / kLowFreqFactor;
+  const double high_freq_wavelen = kOriginalContext / kHighFreqFactor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(static_cast<double>(p.rope_freq_base), static_cast<double>(i) / head_dim);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelen > low_freq_wavelen) {
+      f = p.llama3_rope_factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double smooth = (kOriginalContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
+      f = 1.0 / ((1.0 - smooth) / p.llama3_rope_factor + smooth);
+    }
+    factors.push_back(static_cast<float>(f));
+  }
+  return factors;
+}
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> ne;  // GGML order: ne[0] = input dimension
@@ -65,6 +91,7 @@ std::vector<TensorSpec> tensor_specs(const ModelPreset& p, int64_t n_vocab) {
   const int64_t kv_dim = head_dim * p.n_kv_heads;
   std::vector<TensorSpec> specs = {{"token_embd.weight", {p.n_embd, n_vocab}}, {"output_norm.weight", {p.n_embd}}};
   if (!p.tied_output) specs.push_back({"output.weight", {p.n_embd, n_vocab}});
+  if (p.llama3_rope_factor > 0.0f) specs.push_back({"rope_freqs.weight", {head_dim / 2}});
   for (int32_t l = 0; l < p.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     specs.push_back({b + "attn_norm.weight", {p.n_embd}});
@@ -196,6 +223,13 @@ void make_model(const MakeModelOptions& options, const std::filesystem::path& ou
   w.write(out, [&](size_t index, std::span<std::byte> bytes) {
     const TensorSpec& s = plan.specs[index];
     const DType type = plan.types[index];
+    if (s.name == "rope_freqs.weight") {
+      const std::vector<float> factors = llama3_rope_factors(options.preset);
+      convert_rows(pool, type, s.ne[0], 1, bytes, [&](int64_t, float*) { return factors.data(); });
+      done += bytes.size();
+      if (on_tensor) on_tensor({s.name, type, bytes.size()}, done, total);
+      return;
+    }
     const bool is_norm = s.ne.size() == 1;
     const float mean = is_norm ? 1.0f : 0.0f;
     const float sigma = is_norm ? kNormNoise : 1.0f / std::sqrt(static_cast<float>(s.ne[0]));

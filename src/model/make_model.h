@@ -5,7 +5,7 @@
 // count, and the same seed gives the same underlying model in every type.
 // Weights: matrices N(0, 1/n_in), so each projection keeps unit-scale
 // activations (token_embd too, which keeps tied logits near unit scale);
-// norm gains 1 + N(0, 0.02^2). Tensors are generated and quantized one at a
+// norm gains 1 + N(0, 0.02^2); rope_freqs (Llama 3) the real, computed factors. Tensors are generated and quantized one at a
 // time (memory: the largest output tensor plus a row per thread).
 #pragma once
 
@@ -39,6 +39,9 @@ struct ModelPreset {
   float rope_freq_base;
   float rms_eps;
   bool tied_output;  // no output.weight: the LM head reuses token_embd
+  // Llama 3.1+ RoPE scaling factor (rope_freqs.weight, with the original context
+  // 8192 and low/high frequency factors 1 and 4 of Meta's configs); 0: none.
+  float llama3_rope_factor = 0.0f;
 };
 
 // tinyllama-1.1b, llama-3.2-1b and micro (the shapes of fixtures' micro-llama).

@@ -230,6 +230,35 @@ TEST(MakeModel, PresetsHaveTheRealShapes) {
   EXPECT_EQ(params, 1100048384u);  // TinyLlama-1.1B's parameter count
 }
 
+// A Llama-3-style preset (tied output, rope_freqs): small here, the shapes of
+// llama-3.2-1b otherwise. The factors are Meta's: 1 for short wavelengths,
+// the scaling factor for long ones, smoothly between.
+TEST(MakeModel, Llama3RopeFactorsAndTiedOutput) {
+  MakeModelOptions o;
+  o.preset = {"tiny-llama3", 128, 256, 2, 2, 1, 300, 256, 500000.0f, 1e-5f, true, 32.0f};
+  o.ftype = FileType::Q8_0;
+  ThreadPool pool(2);
+  const fs::path path = temp_path("llama3.gguf");
+  make_model(o, path, pool);
+  const Model model = Model::load(path);
+  EXPECT_TRUE(model.config().tied_output);
+  ASSERT_TRUE(model.config().rope_freq_factors);
+  const TensorView& f = model.weights().rope_freqs;
+  ASSERT_EQ(f.ne[0], 32);
+  const float* v = f.f32();
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[31], 32.0f);
+  int between = 0;
+  for (int i = 1; i < 32; ++i) {
+    EXPECT_GE(v[i], v[i - 1]);
+    between += v[i] > 1.0f && v[i] < 32.0f;
+  }
+  EXPECT_GT(between, 0);
+  // Tied: token_embd is the output matrix, so the Q8_0 mix keeps it Q8_0 (Q6_K only for other types).
+  EXPECT_EQ(model.weights().token_embd.type, DType::Q8_0);
+  fs::remove(path);
+}
+
 TEST(MakeModel, VocabularyFileWithoutTokensIsAnError) {
   const io::GgufFile no_vocab = io::GgufFile::open(test_data("fixtures/quant/Q8_0/quant-q8_0.gguf"));
   MakeModelOptions o;
