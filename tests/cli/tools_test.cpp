@@ -2,10 +2,7 @@
 // they write, the output they print, and the messages of user errors.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,31 +12,24 @@ namespace tokamak {
 namespace {
 
 using testing::run_command;
+using testing::read_text_file;
+using testing::temp_file;
 using testing::test_data;
 using testing::tokamak_bin;
 namespace fs = std::filesystem;
 
-std::vector<char> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() / ("tokamak_tools_" + std::to_string(::getpid()) + "_" + name);
-}
-
 TEST(MakeModelCli, DeterministicBySeedAndRuns) {
-  const fs::path a = temp_path("a.gguf");
-  const fs::path b = temp_path("b.gguf");
-  const fs::path c = temp_path("c.gguf");
+  const fs::path a = temp_file("tools_a.gguf");
+  const fs::path b = temp_file("tools_b.gguf");
+  const fs::path c = temp_file("tools_c.gguf");
   for (const auto& [path, seed] : {std::pair{a, "3"}, std::pair{b, "3"}, std::pair{c, "4"}}) {
     const auto r = run_command({tokamak_bin(), "make-model", "--preset", "micro", "--type", "q4_0", "-o", path,
                                 "--seed", seed, "-t", "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("wrote " + path.string()), std::string::npos) << r.err;
   }
-  EXPECT_TRUE(read_file(a) == read_file(b));
-  EXPECT_FALSE(read_file(a) == read_file(c));
+  EXPECT_TRUE(read_text_file(a) == read_text_file(b));
+  EXPECT_FALSE(read_text_file(a) == read_text_file(c));
 
   const auto run = run_command({tokamak_bin(), "run", "-m", a, "-n", "5", "-p", "hello", "--seed", "1", "-t", "2"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -48,13 +38,13 @@ TEST(MakeModelCli, DeterministicBySeedAndRuns) {
 }
 
 TEST(QuantizeCli, PureQ8_0IsByteIdenticalWithLlamaQuantize) {
-  const fs::path out = temp_path("q8.gguf");
+  const fs::path out = temp_file("tools_q8.gguf");
   const auto r = run_command({tokamak_bin(), "quantize", "--pure", test_data("fixtures/models/micro-llama-f32.gguf"),
                               out, "q8_0", "-t", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[  39/  39]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("f32 -> q8_0"), std::string::npos) << r.out;
-  EXPECT_TRUE(read_file(out) == read_file(test_data("fixtures/models/micro-llama-q8_0.gguf")));
+  EXPECT_TRUE(read_text_file(out) == read_text_file(test_data("fixtures/models/micro-llama-q8_0.gguf")));
   fs::remove(out);
 }
 
@@ -96,7 +86,7 @@ TEST(ToolsCli, UserErrorsGiveMessagesAndNonZeroExit) {
     std::string message;
   };
   const std::string f32 = test_data("fixtures/models/micro-llama-f32.gguf");
-  const fs::path out = temp_path("err.gguf");
+  const fs::path out = temp_file("tools_err.gguf");
   const Case cases[] = {
       {{"make-model", "--preset", "gpt-9", "-o", out}, "unknown preset 'gpt-9' (known: tinyllama-1.1b"},
       {{"make-model", "--preset", "micro", "--type", "q9_9", "-o", out}, "unknown type 'q9_9' (known: f32"},

@@ -2,12 +2,9 @@
 // run with finite unit-scale logits, and carry a vocabulary the tokenizer reads.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "common/test_data.h"
 #include "core/error.h"
@@ -23,17 +20,10 @@
 namespace tokamak {
 namespace {
 
+using testing::read_text_file;
+using testing::temp_file;
 using testing::test_data;
 namespace fs = std::filesystem;
-
-std::vector<char> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() / ("tokamak_make_model_" + std::to_string(::getpid()) + "_" + name);
-}
 
 fs::path make_micro(const std::string& name, FileType type, uint64_t seed, int threads,
                     const io::GgufFile* vocab = nullptr) {
@@ -43,7 +33,7 @@ fs::path make_micro(const std::string& name, FileType type, uint64_t seed, int t
   o.seed = seed;
   o.vocab_from = vocab;
   ThreadPool pool(threads);
-  const fs::path out = temp_path(name);
+  const fs::path out = temp_file("make_model_" + name);
   make_model(o, out, pool);
   return out;
 }
@@ -59,9 +49,9 @@ TEST(MakeModel, DeterministicBySeedWhateverTheThreadCount) {
   const fs::path a = make_micro("a.gguf", FileType::Q4_K_M, 7, 1);
   const fs::path b = make_micro("b.gguf", FileType::Q4_K_M, 7, 2);
   const fs::path c = make_micro("c.gguf", FileType::Q4_K_M, 8, 2);
-  const std::vector<char> bytes_a = read_file(a);
+  const std::string bytes_a = read_text_file(a);
   EXPECT_GT(bytes_a.size(), 1000000u);
-  EXPECT_TRUE(bytes_a == read_file(b));
+  EXPECT_TRUE(bytes_a == read_text_file(b));
   const io::GgufFile fa = io::GgufFile::open(a);
   const io::GgufFile fc = io::GgufFile::open(c);
   const io::GgufTensorInfo& ta = *fa.find_tensor("blk.0.attn_q.weight");
@@ -238,7 +228,7 @@ TEST(MakeModel, Llama3RopeFactorsAndTiedOutput) {
   o.preset = {"tiny-llama3", 128, 256, 2, 2, 1, 300, 256, 500000.0f, 1e-5f, true, 32.0f};
   o.ftype = FileType::Q8_0;
   ThreadPool pool(2);
-  const fs::path path = temp_path("llama3.gguf");
+  const fs::path path = temp_file("make_model_llama3.gguf");
   make_model(o, path, pool);
   const Model model = Model::load(path);
   EXPECT_TRUE(model.config().tied_output);

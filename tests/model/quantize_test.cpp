@@ -3,11 +3,8 @@
 // counts llama.cpp prints for the real models (TinyLlama, Llama-3.2-1B).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 
 #include "common/test_data.h"
@@ -22,17 +19,10 @@
 namespace tokamak {
 namespace {
 
+using testing::read_text_file;
+using testing::temp_file;
 using testing::test_data;
 namespace fs = std::filesystem;
-
-std::vector<char> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() / ("tokamak_quantize_" + std::to_string(::getpid()) + "_" + name);
-}
 
 // Every tensor of `expected` is in `actual` with the same type, shape and bytes.
 void expect_same_tensors(const io::GgufFile& actual, const io::GgufFile& expected) {
@@ -55,14 +45,14 @@ TEST(Quantize, PureMicroLlamaIsByteIdenticalWithLlamaQuantize) {
   ThreadPool pool(2);
   for (const std::string type : {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16"}) {
     SCOPED_TRACE(type);
-    const fs::path out = temp_path(type + ".gguf");
+    const fs::path out = temp_file("quantize_" + type + ".gguf");
     QuantizeOptions options;
     options.ftype = *file_type_from_name(type);
     options.pure = true;
     quantize_gguf(source, out, options, pool);
     const fs::path fixture = test_data("fixtures/models/micro-llama-" + type + ".gguf");
     expect_same_tensors(io::GgufFile::open(out), io::GgufFile::open(fixture));
-    EXPECT_TRUE(read_file(out) == read_file(fixture));
+    EXPECT_TRUE(read_text_file(out) == read_text_file(fixture));
     fs::remove(out);
   }
 }
@@ -74,7 +64,7 @@ TEST(Quantize, PureStoriesFallsBackToF16LikeTheFixtures) {
   ThreadPool pool(1);
   for (const std::string type : {"q8_0", "q4_0"}) {
     SCOPED_TRACE(type);
-    const fs::path out = temp_path("stories-" + type + ".gguf");
+    const fs::path out = temp_file("quantize_stories-" + type + ".gguf");
     QuantizeOptions options;
     options.ftype = *file_type_from_name(type);
     options.pure = true;
@@ -114,7 +104,7 @@ TEST(Quantize, MixedQ4_0RaisesTheOutputMatrix) {
 // fixture to F32 gives its dequantized values.
 TEST(Quantize, RequantizesFromQuantizedInput) {
   const io::GgufFile f16 = io::GgufFile::open(test_data("fixtures/models/micro-llama-f16.gguf"));
-  const fs::path out = temp_path("f16-to-f32.gguf");
+  const fs::path out = temp_file("quantize_f16-to-f32.gguf");
   ThreadPool pool(2);
   QuantizeOptions options;
   options.ftype = FileType::AllF32;
