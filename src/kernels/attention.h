@@ -24,11 +24,12 @@ struct KvPages {
   }
 };
 
-// out[h] = softmax(q[h] . K[0..n_keys)^T / sqrt(head_dim)) V for query heads h
-// in [head_begin, head_end). Query head h reads KV head h / (n_heads / n_kv_heads)
-// (GQA by index). q, out: [n_heads, head_dim]; scores: n_keys floats of scratch.
+// out[h] = softmax(s) V over keys [key_begin, key_end), s = q[h] . K^T / sqrt(head_dim)
+// (with softcap > 0: s -> softcap * tanh(s / softcap)), for query heads h in
+// [head_begin, head_end). Query head h reads KV head h / (n_heads / n_kv_heads)
+// (GQA by index). q, out: [n_heads, head_dim]; scores: key_end floats of scratch.
 // Reference form: scores are materialized, softmax, then the weighted V sum.
-void attention_ref(const float* q, int n_heads, int n_kv_heads, int head_dim, const KvPages& kv, int64_t n_keys,
-                   int head_begin, int head_end, float* out, float* scores);
+void attention_ref(const float* q, int n_heads, int n_kv_heads, int head_dim, const KvPages& kv, int64_t key_begin,
+                   int64_t key_end, float softcap, int head_begin, int head_end, float* out, float* scores);
 
 }  // namespace tokamak::kernels

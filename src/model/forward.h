@@ -53,6 +53,7 @@ class Forward {
   std::vector<float> up_;      // [n, n_ff]
   std::vector<float> out_in_;  // [n_out, n_embd] final-normed rows that want logits
   std::vector<float> logits_;  // [n_out, n_vocab]
+  std::vector<float> rope_cos_sin_;  // [rope_dim] cos/sin of one position's angles
   std::vector<float> scores_;  // [threads, max_keys] attention scratch
   int64_t max_keys_ = 0;
   std::vector<int64_t> new_lengths_;  // per sequence id touched by the batch

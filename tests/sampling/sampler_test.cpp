@@ -456,8 +456,38 @@ TEST(LogitBias, AddsBansAndSums) {
 }
 
 TEST(LogitBias, AllBannedIsAnError) {
-  auto s = make_sampler(params([](SamplingParams& p) { p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}}; p.seed = 1; }), 2);
+  auto s = make_sampler(params([](SamplingParams& p) {
+                          p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+                          p.seed = 1;
+                        }),
+                        2);
   EXPECT_THROW(s->sample(std::vector<float>{1, 2}), Error);
+}
+
+TEST(LogitBias, ComesBeforePenaltiesAsInLlamaCpp) {
+  // Token 0 (seen once) has logit 1 and bias +1: bias first gives (1 + 1) / 2 = 1;
+  // the other order would give 1 / 2 + 1 = 1.5. Token 1 (seen once): logit 1 and
+  // bias -3: (1 - 3) * 2 = -4 (the penalty multiplies the now negative logit).
+  auto s = make_sampler(params([](SamplingParams& p) {
+                          p.temperature = 0.0f;
+                          p.repeat_penalty = 2.0f;
+                          p.logit_bias = {{0, 1.0f}, {1, -3.0f}};
+                          p.n_probs = 3;
+                        }),
+                        3);
+  EXPECT_EQ(s->name(), "chain(logit-bias, penalties, greedy)");
+  s->accept(0);
+  s->accept(1);
+  EXPECT_EQ(s->sample(std::vector<float>{1.0f, 1.0f, 0.5f}), 0);
+  // Greedy logprobs are the softmax of the adjusted logits {1, -4, 0.5}.
+  const double z = std::log(std::exp(1.0) + std::exp(-4.0) + std::exp(0.5));
+  const Logprobs lp = s->last_logprobs();
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_NEAR(lp.top[0].logprob, 1.0 - z, 1e-6);
+  EXPECT_EQ(lp.top[1].token, 2);
+  EXPECT_NEAR(lp.top[1].logprob, 0.5 - z, 1e-6);
+  EXPECT_EQ(lp.top[2].token, 1);
+  EXPECT_NEAR(lp.top[2].logprob, -4.0 - z, 1e-6);
 }
 
 // ------------------------------------------------------ reproducibility
@@ -634,6 +664,14 @@ TEST(Llama2c, ThousandTokenVocabulary) {
   EXPECT_EQ(llama2c_run(l, 0.0f, 0.9f, 2), (std::vector<int32_t>{321, 321}));
 }
 
+TEST(Llama2c, SeedZeroIsRandomAsInRunC) {
+  // A literal zero state would give coin 0 forever, i.e. always token 0 here.
+  const auto tokens = llama2c_run({0, 0, 0, 0}, 1.0f, 1.0f, 64, 0);
+  EXPECT_NE(std::count(tokens.begin(), tokens.end(), 0), 64);
+  Llama2cRng zero(0);
+  EXPECT_EQ(zero.next_u32(), 0u);
+}
+
 TEST(Llama2c, LogprobsOverTheNucleus) {
   SamplingParams p;
   p.rng = SamplingParams::Rng::Llama2c;
@@ -706,7 +744,13 @@ TEST(Validation, NamesTheFieldAndTheValue) {
   expect_error(params([](SamplingParams& p) { p.logit_bias = {{3, INFINITY}}; }), "logit_bias bias", "inf");
   expect_error(params([](SamplingParams& p) { p.n_probs = -1; }), "n_probs", "-1");
   expect_error(SamplingParams{}, "n_vocab", "0", 0);
-  EXPECT_NO_THROW(make_sampler(params([](SamplingParams& p) { p.temperature = -1.0f; p.top_p = 0.0f; p.min_p = 1.0f; p.seed = 1; }), 10));
+  const auto edges = params([](SamplingParams& p) {
+    p.temperature = -1.0f;
+    p.top_p = 0.0f;
+    p.min_p = 1.0f;
+    p.seed = 1;
+  });
+  EXPECT_NO_THROW(make_sampler(edges, 10));
 }
 
 TEST(Validation, BadRowsAndTokens) {
