@@ -1,14 +1,19 @@
 // A persistent pool of worker threads for data-parallel kernels.
-// parallel_for splits [0, n) into one contiguous range per thread; the caller
-// runs range 0 itself. Workers spin briefly after each job (a decode step
-// issues many small jobs back to back) and then sleep on a condition variable.
-// No allocation per job.
+//
+// parallel_for splits [0, n) into one contiguous range per thread. Range i
+// belongs to worker i, but whoever gets to it first runs it: the caller runs
+// range 0 and then every range whose worker has not claimed it yet. So a job
+// never waits for a worker that is not running (asleep, or descheduled on a
+// machine with more runnable threads than cores); it only waits for ranges
+// already being run. A decode step issues ~100 small jobs back to back, so
+// idle workers spin for a while (kSpin in the .cpp) before they sleep, and so
+// does the caller waiting for ranges in flight; both then block on futexes
+// (std::atomic::wait). No allocation per job.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -23,8 +28,10 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n).
-  // Ranges depend only on n and size(), never on timing.
+  // Calls fn(begin, end, index) on disjoint ranges covering [0, n); index in
+  // [0, size()) names the range (ranges depend only on n and size(), never on
+  // timing). Two calls running at the same time never share an index, so
+  // scratch indexed by it is private to the call.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn) {
     if (n <= 0) return;
@@ -39,14 +46,14 @@ class ThreadPool {
   using Thunk = void (*)(void*, int64_t, int64_t, int);
   void run(int64_t n, Thunk thunk, void* ctx);
   void worker_loop(int index);
-  void run_range(int index);
+  bool try_claim(int range, uint64_t generation);
+  void run_claimed(int range);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};  // of the current job; bumped once per job (and at shutdown)
+  std::atomic<int> remaining_{0};        // ranges of the current job not finished yet
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per range: the last generation it was claimed in
   std::atomic<bool> stop_{false};
   // The current job; written before generation_ is bumped.
   Thunk thunk_ = nullptr;

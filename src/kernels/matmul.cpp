@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <string>
 
 #include "core/error.h"
@@ -17,8 +18,8 @@ namespace {
 // quarter of a 1-2 MB L2, so the rows are read from memory once per token
 // block and the activations once per row block.
 constexpr size_t kBlockBytes = 256 * 1024;
-// Thread shares start on a multiple of this many rows (whole register tiles,
-// whole cache lines of y).
+// Chunks of rows handed to threads are multiples of this (whole register
+// tiles, whole cache lines of y).
 constexpr int64_t kRowAlign = 16;
 
 struct Target {
@@ -32,17 +33,13 @@ struct Target {
   size_t act_stride;
 };
 
-// The first row of target j at or after cost `v` (costs are bytes of weights,
-// counted over the targets in order), rounded up to kRowAlign.
-int64_t row_at_cost(int64_t v, int64_t target_start_cost, const Target& t) {
-  const auto row_cost = static_cast<int64_t>(t.row_bytes);
-  const int64_t rel = std::max<int64_t>(0, v - target_start_cost);
-  const int64_t row = (rel + row_cost - 1) / row_cost;
-  return std::min(t.n_rows, (row + kRowAlign - 1) / kRowAlign * kRowAlign);
+// Rows per kernel call: about kBlockBytes of weights, a multiple of kRowAlign.
+int64_t row_block(const Target& t) {
+  return std::max<int64_t>(kRowAlign, static_cast<int64_t>(kBlockBytes / t.row_bytes) / kRowAlign * kRowAlign);
 }
 
 void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens) {
-  const int64_t row_block = std::max<int64_t>(kRowAlign, static_cast<int64_t>(kBlockBytes / t.row_bytes) / kRowAlign * kRowAlign);
+  const int64_t rows_per_call = row_block(t);
   const int64_t token_block = std::max<int64_t>(4, static_cast<int64_t>(kBlockBytes / t.act_stride) / 4 * 4);
   GemmArgs a;
   a.type = t.w->type;
@@ -50,10 +47,10 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
   a.k = k;
   a.act_stride = t.act_stride;
   a.ldy = t.n_rows;
-  for (int64_t r0 = begin; r0 < end; r0 += row_block) {
+  for (int64_t r0 = begin; r0 < end; r0 += rows_per_call) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
       a.w = t.w->data + static_cast<size_t>(r0) * t.row_bytes;
-      a.n_rows = std::min(row_block, end - r0);
+      a.n_rows = std::min(rows_per_call, end - r0);
       a.act = t.act + static_cast<size_t>(t0) * t.act_stride;
       a.n_tokens = std::min(token_block, n_tokens - t0);
       a.y = t.y + t0 * t.n_rows + r0;
@@ -133,24 +130,29 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     });
   }
 
-  // Split the rows of all targets between the threads by bytes of weights.
-  std::array<int64_t, kMaxFused + 1> start_cost{};
+  // Rows of all targets go out in chunks that threads claim as they finish
+  // the previous one, so a thread slowed by anything else on its core does not
+  // hold up the rest. Which thread computes a row never changes its value.
+  std::array<int64_t, kMaxFused> chunk_rows{};
+  std::array<int64_t, kMaxFused + 1> first_chunk{};
+  const int n_threads = pool.size();
   for (int j = 0; j < n_targets; ++j) {
     const Target& t = targets[static_cast<size_t>(j)];
-    start_cost[static_cast<size_t>(j) + 1] = start_cost[static_cast<size_t>(j)] + t.n_rows * static_cast<int64_t>(t.row_bytes);
+    const int64_t per_thread = (t.n_rows + 4 * n_threads - 1) / (4 * n_threads);
+    const int64_t rows = std::min(row_block(t), std::max(kRowAlign, (per_thread + kRowAlign - 1) / kRowAlign * kRowAlign));
+    chunk_rows[static_cast<size_t>(j)] = rows;
+    first_chunk[static_cast<size_t>(j) + 1] = first_chunk[static_cast<size_t>(j)] + (t.n_rows + rows - 1) / rows;
   }
-  const int64_t total = start_cost[static_cast<size_t>(n_targets)];
-  const int n_threads = pool.size();
-  pool.parallel_for(n_threads, [&](int64_t first, int64_t last, int) {
-    for (int64_t i = first; i < last; ++i) {
-      const int64_t lo = total / n_threads * i + total % n_threads * i / n_threads;
-      const int64_t hi = total / n_threads * (i + 1) + total % n_threads * (i + 1) / n_threads;
-      for (int j = 0; j < n_targets; ++j) {
-        const Target& t = targets[static_cast<size_t>(j)];
-        const int64_t begin = row_at_cost(lo, start_cost[static_cast<size_t>(j)], t);
-        const int64_t end = row_at_cost(hi, start_cost[static_cast<size_t>(j)], t);
-        if (begin < end) run_rows(t, k, begin, end, n_tokens);
-      }
+  const int64_t n_chunks = first_chunk[static_cast<size_t>(n_targets)];
+  std::atomic<int64_t> next_chunk{0};
+  pool.parallel_for(n_threads, [&](int64_t, int64_t, int) {
+    int j = 0;
+    for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+         c = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
+      while (c >= first_chunk[static_cast<size_t>(j) + 1]) ++j;
+      const Target& t = targets[static_cast<size_t>(j)];
+      const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
+      run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens);
     }
   });
 }

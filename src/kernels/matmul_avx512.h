@@ -67,35 +67,6 @@ inline __m512 pair_f32(const float* p) {
   return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(v));
 }
 
-// Picks 16-bit words of a block pair: each 128-bit lane of the result takes
-// 8 consecutive words, lanes 0-1 from word QA on, lanes 2-3 from word QB on.
-template <int QA, int QB>
-constexpr std::array<uint16_t, 32> pick_words() {
-  std::array<uint16_t, 32> idx{};
-  for (int i = 0; i < 32; ++i) idx[static_cast<size_t>(i)] = static_cast<uint16_t>((i < 16 ? QA : QB) + i % 8);
-  return idx;
-}
-template <int QA, int QB>
-alignas(64) inline constexpr std::array<uint16_t, 32> kPickWords = pick_words<QA, QB>();
-
-// 16 packed bytes per block at word offsets qa and qb of `raw` (a pair of
-// blocks) -> the pair's 64 nibbles in element order: block 0's low nibbles
-// (elements 0-15), its high nibbles (16-31), then block 1's.
-template <int QA, int QB>
-inline __m512i nibbles_of_pair(__m512i raw) {
-  const __m512i qs = _mm512_permutexvar_epi16(_mm512_load_si512(kPickWords<QA, QB>.data()), raw);
-  return _mm512_and_si512(_mm512_srlv_epi16(qs, load_table(kShift0404)), _mm512_set1_epi8(0x0F));
-}
-
-// Loads the bytes of one or two consecutive blocks without reading past them
-// (the last block of a tensor may end its mapping).
-template <bool kTwo, int kBytes>
-inline __m512i load_blocks(const uint8_t* p) {
-  static_assert(2 * kBytes <= 64);
-  constexpr uint64_t kMask = kTwo ? (uint64_t{1} << (2 * kBytes)) - 1 : (uint64_t{1} << kBytes) - 1;
-  return _mm512_maskz_loadu_epi8(kMask, p);
-}
-
 // A tile walks R rows side by side, each only a few KiB long, which the
 // hardware prefetchers do not pick up in time (measured: Q4_0 GEMV streamed
 // 11 GB/s per core without this, 19 with it). So each step also fetches the
@@ -114,19 +85,23 @@ struct WPair {
   __m512 m;   // mins, same layout (kHasMin formats only)
 };
 
-// Each decoder: kBytes per block; q either unsigned with true value q - kOffset
-// (kSigned false) or signed; kHasMin adds m * sum(x). decode<kTwo> reads two
-// blocks at p, or one (the second then decodes as zeros).
-// [16 bytes at a, twice; 16 bytes at b, twice] (b unread when !kTwo: zeros).
+// [16 bytes at a, twice; 16 bytes at b, twice]; b is not read when !kTwo
+// (zeros instead): only the bytes of the blocks are read, never past them.
 template <bool kTwo>
 inline __m512i two_qs16(const uint8_t* a, const uint8_t* b) {
   const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
   if constexpr (!kTwo) return _mm512_maskz_mov_epi64(0x0F, lo);
-  return _mm512_mask_broadcast_i32x4(lo, 0xF0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  return _mm512_mask_broadcast_i32x4(lo, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
 }
+// The 64 nibbles of two_qs16 in element order: block 0's low nibbles
+// (elements 0-15), its high nibbles (16-31), then block 1's.
 inline __m512i nibbles(__m512i qs) {
   return _mm512_and_si512(_mm512_srlv_epi16(qs, load_table(kShift0404)), _mm512_set1_epi8(0x0F));
 }
+
+// Each decoder: kBytes per block; q either unsigned with true value q - kOffset
+// (kSigned false) or signed; kHasMin adds m * sum(x). decode<kTwo> reads two
+// blocks at p, or one (the second then decodes as zeros).
 
 struct DecQ4_0 {
   static constexpr int kBytes = 18, kOffset = 8;
@@ -145,7 +120,7 @@ struct DecQ4_1 {
   template <bool kTwo>
   static WPair decode(const uint8_t* p) {
     WPair w;
-    w.q = nibbles_of_pair<2, 12>(load_blocks<kTwo, kBytes>(p));
+    w.q = nibbles(two_qs16<kTwo>(p + 4, p + kBytes + 4));
     w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
     w.m = pair_f16(load_u16(p + 2), kTwo ? load_u16(p + kBytes + 2) : 0);
     return w;
@@ -164,7 +139,7 @@ struct DecQ5_0 {
   template <bool kTwo>
   static WPair decode(const uint8_t* p) {
     WPair w;
-    w.q = add_fifth_bits<kTwo, 2, kBytes>(nibbles_of_pair<3, 14>(load_blocks<kTwo, kBytes>(p)), p);
+    w.q = add_fifth_bits<kTwo, 2, kBytes>(nibbles(two_qs16<kTwo>(p + 6, p + kBytes + 6)), p);
     w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
     return w;
   }
@@ -175,7 +150,7 @@ struct DecQ5_1 {
   template <bool kTwo>
   static WPair decode(const uint8_t* p) {
     WPair w;
-    w.q = add_fifth_bits<kTwo, 4, kBytes>(nibbles_of_pair<4, 16>(load_blocks<kTwo, kBytes>(p)), p);
+    w.q = add_fifth_bits<kTwo, 4, kBytes>(nibbles(two_qs16<kTwo>(p + 8, p + kBytes + 8)), p);
     w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
     w.m = pair_f16(load_u16(p + 2), kTwo ? load_u16(p + kBytes + 2) : 0);
     return w;
@@ -201,7 +176,7 @@ struct DecIQ4_NL {
   static WPair decode(const uint8_t* p) {
     WPair w;
     const __m512i values = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
-    w.q = _mm512_shuffle_epi8(values, nibbles_of_pair<1, 10>(load_blocks<kTwo, kBytes>(p)));
+    w.q = _mm512_shuffle_epi8(values, nibbles(two_qs16<kTwo>(p + 2, p + kBytes + 2)));
     w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
     return w;
   }
