@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -13,7 +16,22 @@
 
 namespace tokamak {
 
-MappedFile MappedFile::open(const std::filesystem::path& path) {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kAutoMinBytes = size_t{64} << 20;
+
+bool auto_wants_copy(size_t size) {
+  if (size < kAutoMinBytes) return false;
+  struct sysinfo si {};
+  if (::sysinfo(&si) != 0) return false;
+  const uint64_t available = (uint64_t{si.freeram} + si.bufferram) * si.mem_unit;
+  return size <= available / 2;
+}
+
+}  // namespace
+
+MappedFile MappedFile::open(const std::filesystem::path& path, MapMode mode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path.string() + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -29,14 +47,40 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
   MappedFile f;
   f.path_ = path;
   f.size_ = static_cast<size_t>(st.st_size);
-  if (f.size_ > 0) {
+  const bool copy = mode == MapMode::kHugePageCopy || (mode == MapMode::kAuto && auto_wants_copy(f.size_));
+  if (f.size_ > 0 && copy) {
+    // Over-allocate by one huge page so the copy can start on a 2 MiB boundary.
+    const size_t span = (f.size_ + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+    void* base = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(path.string() + ": cannot allocate " + std::to_string(span) + " bytes for a huge-page copy: " + std::strerror(err));
+    }
+    f.map_base_ = base;
+    f.map_size_ = span;
+    auto* data = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) / kHugePage * kHugePage);
+    ::madvise(data, span - static_cast<size_t>(data - static_cast<std::byte*>(base)), MADV_HUGEPAGE);
+    for (size_t done = 0; done < f.size_;) {
+      const ssize_t got = ::pread(fd, data + done, std::min<size_t>(f.size_ - done, size_t{1} << 30), static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        const int err = got < 0 ? errno : EIO;
+        ::close(fd);
+        throw Error(path.string() + ": cannot read at offset " + std::to_string(done) + ": " + std::strerror(err));
+      }
+      done += static_cast<size_t>(got);
+    }
+    ::mprotect(base, span, PROT_READ);
+    f.data_ = data;
+  } else if (f.size_ > 0) {
     void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
       throw Error(path.string() + ": cannot mmap: " + std::strerror(err));
     }
-    // Weights are streamed once per token; huge pages halve TLB misses there.
+    // Asks for huge pages in case the file system can back them.
     ::madvise(p, f.size_, MADV_HUGEPAGE);
     f.data_ = static_cast<const std::byte*>(p);
   }
@@ -47,7 +91,9 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      map_base_(std::exchange(other.map_base_, nullptr)),
+      map_size_(std::exchange(other.map_size_, 0)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -55,14 +101,22 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     path_ = std::move(other.path_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    map_base_ = std::exchange(other.map_base_, nullptr);
+    map_size_ = std::exchange(other.map_size_, 0);
   }
   return *this;
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (map_size_ != 0) {
+    ::munmap(map_base_, map_size_);
+  } else if (data_ != nullptr) {
+    ::munmap(const_cast<std::byte*>(data_), size_);
+  }
   data_ = nullptr;
   size_ = 0;
+  map_base_ = nullptr;
+  map_size_ = 0;
 }
 
 }  // namespace tokamak

@@ -59,8 +59,9 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and validates the whole header. Throws tokamak::Error.
-  static GgufFile open(const std::filesystem::path& path);
+  // Maps (or copies, see MapMode) the file and validates the whole header.
+  // Throws tokamak::Error.
+  static GgufFile open(const std::filesystem::path& path, MapMode mode = MapMode::kMapped);
   // Parses bytes the caller keeps alive (fuzzing, tests); `name` appears in errors.
   static GgufFile parse(std::span<const std::byte> bytes, std::string name);
 

@@ -433,8 +433,8 @@ class GgufParser {
   }
 };
 
-GgufFile GgufFile::open(const std::filesystem::path& path) {
-  auto mapped = std::make_shared<MappedFile>(MappedFile::open(path));
+GgufFile GgufFile::open(const std::filesystem::path& path, MapMode mode) {
+  auto mapped = std::make_shared<MappedFile>(MappedFile::open(path, mode));
   GgufFile f;
   f.name_ = path.string();
   f.bytes_ = mapped->bytes();

@@ -59,7 +59,7 @@ void check_weights(const std::string& source, const ModelConfig& c, const ModelW
 
 }  // namespace
 
-Model Model::load(const std::filesystem::path& path) {
+Model Model::load(const std::filesystem::path& path, MapMode weights) {
   std::array<char, 4> magic{};
   {
     std::ifstream in(path, std::ios::binary);
@@ -67,7 +67,7 @@ Model Model::load(const std::filesystem::path& path) {
     in.read(magic.data(), 4);
   }
   if (std::memcmp(magic.data(), "GGUF", 4) == 0) {
-    return from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path)));
+    return from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path, weights)));
   }
   return from_llama2c(std::make_shared<const io::Llama2cCheckpoint>(io::Llama2cCheckpoint::open(path)));
 }

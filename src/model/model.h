@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "core/tensor.h"
 #include "model/config.h"
 
@@ -45,7 +46,10 @@ enum class ModelFormat { Gguf, Llama2c };
 class Model {
  public:
   // Detects the format from the first bytes ("GGUF" magic, else llama2.c).
-  static Model load(const std::filesystem::path& path);
+  // `weights` says where a GGUF file's bytes live (core/mapped_file.h): by
+  // default large files are copied onto huge pages, which decode streams
+  // about twice as fast as a 4 KiB-page mapping.
+  static Model load(const std::filesystem::path& path, MapMode weights = MapMode::kAuto);
   static Model from_gguf(std::shared_ptr<const io::GgufFile> file);
   static Model from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> checkpoint);
 
