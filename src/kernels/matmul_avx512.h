@@ -242,22 +242,6 @@ void tile32(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t nb, float* y, 
     for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-// Covers rows x tokens with R x T tiles, then the edges with R x 1, 1 x T and 1 x 1.
-template <int R, int T, class Tile>
-inline void for_each_tile(const GemmArgs& a, Tile&& tile) {
-  int64_t r = 0;
-  for (; r + R <= a.n_rows; r += R) {
-    int64_t t = 0;
-    for (; t + T <= a.n_tokens; t += T) tile.template run<R, T>(r, t);
-    for (; t < a.n_tokens; ++t) tile.template run<R, 1>(r, t);
-  }
-  for (; r < a.n_rows; ++r) {
-    int64_t t = 0;
-    for (; t + T <= a.n_tokens; t += T) tile.template run<1, T>(r, t);
-    for (; t < a.n_tokens; ++t) tile.template run<1, 1>(r, t);
-  }
-}
-
 template <class Dec, class Dot>
 struct Tile32 {
   const GemmArgs& a;

@@ -50,6 +50,23 @@ GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
 
+// Covers rows x tokens of `a` with R x T register tiles, then the edges with
+// R x 1, 1 x T and 1 x 1 tiles: tile.template run<R, T>(row, token).
+template <int R, int T, class Tile>
+inline void for_each_tile(const GemmArgs& a, const Tile& tile) {
+  int64_t r = 0;
+  for (; r + R <= a.n_rows; r += R) {
+    int64_t t = 0;
+    for (; t + T <= a.n_tokens; t += T) tile.template run<R, T>(r, t);
+    for (; t < a.n_tokens; ++t) tile.template run<R, 1>(r, t);
+  }
+  for (; r < a.n_rows; ++r) {
+    int64_t t = 0;
+    for (; t + T <= a.n_tokens; t += T) tile.template run<1, T>(r, t);
+    for (; t < a.n_tokens; ++t) tile.template run<1, 1>(r, t);
+  }
+}
+
 // Any dequantizable type against kF32 activations: each element is one
 // dot_row_ref (scalar, f32 accumulation in element order). The all-f32 path.
 void gemm_f32_reference(const GemmArgs& args);
