@@ -287,11 +287,11 @@ std::optional<std::string> opt_str(const Value& v, const char* what) {
   return v.str();
 }
 
-Value strings_to_list(std::vector<std::string> parts, Interpreter& in) {
+Value strings_to_list(std::vector<std::string> parts, Interpreter& in, const Value& like) {
   in.budget().charge(parts.size());
   std::vector<Value> out;
   out.reserve(parts.size());
-  for (auto& p : parts) out.emplace_back(std::move(p));
+  for (auto& p : parts) out.push_back(same_string_kind(like, std::move(p)));
   return Value::list(std::move(out));
 }
 
@@ -308,30 +308,34 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix, const ch
   return one(affix);
 }
 
-Value string_method(Interpreter& in, const std::string& s, std::string_view name, CallArgs& a) {
+// Methods of str; on a Markup, the ones markupsafe wraps return Markup too.
+Value string_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& a) {
+  const std::string& s = self.str();
   const std::string fn = "str." + std::string(name);
+  auto keep = [&](std::string r) { return same_string_kind(self, std::move(r)); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const auto v = bind_args(fn, a, {{"chars", Value::none()}});
-    return Value(pystr::strip(s, opt_str(v[0], "chars"), name != "rstrip", name != "lstrip"));
+    return keep(pystr::strip(s, opt_str(v[0], "chars"), name != "rstrip", name != "lstrip"));
   }
   if (name == "split" || name == "rsplit") {
     const auto v = bind_args(fn, a, {{"sep", Value::none()}, {"maxsplit", Value(int64_t{-1})}});
     const int64_t maxsplit = to_int_arg(v[1], "maxsplit");
     const auto sep = opt_str(v[0], "sep");
-    return strings_to_list(name == "split" ? pystr::split(s, sep, maxsplit) : pystr::rsplit(s, sep, maxsplit), in);
+    return strings_to_list(name == "split" ? pystr::split(s, sep, maxsplit) : pystr::rsplit(s, sep, maxsplit), in,
+                           self);
   }
   if (name == "splitlines") {
     const auto v = bind_args(fn, a, {{"keepends", Value(false)}});
-    return strings_to_list(pystr::splitlines(s, v[0].truthy()), in);
+    return strings_to_list(pystr::splitlines(s, v[0].truthy()), in, self);
   }
   if (name == "startswith" || name == "endswith") {
     const auto v = bind_args(fn, a, {{"affix", Value(), true}});
     return Value(affix_match(s, v[0], name == "startswith", fn.c_str()));
   }
-  if (name == "upper") return Value(pystr::upper(s));
-  if (name == "lower") return Value(pystr::lower(s));
-  if (name == "title") return Value(pystr::title(s));
-  if (name == "capitalize") return Value(pystr::capitalize(s));
+  if (name == "upper") return keep(pystr::upper(s));
+  if (name == "lower") return keep(pystr::lower(s));
+  if (name == "title") return keep(pystr::title(s));
+  if (name == "capitalize") return keep(pystr::capitalize(s));
   if (name == "isdigit") return Value(pystr::all_of_class(s, 0));
   if (name == "isalpha") return Value(pystr::all_of_class(s, 1));
   if (name == "isalnum") return Value(pystr::all_of_class(s, 2));
@@ -341,9 +345,14 @@ Value string_method(Interpreter& in, const std::string& s, std::string_view name
   if (name == "replace") {
     const auto v = bind_args(fn, a, {{"old", Value(), true}, {"new", Value(), true}, {"count", Value(int64_t{-1})}});
     if (!v[0].is_string() || !v[1].is_string()) runtime_error("str.replace() arguments must be strings");
-    std::string r = pystr::replace(s, v[0].str(), v[1].str(), to_int_arg(v[2], "count"));
+    auto arg = [&](const Value& x) { return self.is_markup() && !x.is_markup() ? escape_html(x.str()) : x.str(); };
+    const std::string old = arg(v[0]), repl = arg(v[1]);
+    if (repl.size() > old.size()) {
+      in.budget().charge_string(s.size() + static_cast<size_t>(pystr::count(s, old)) * (repl.size() - old.size()));
+    }
+    std::string r = pystr::replace(s, old, repl, to_int_arg(v[2], "count"));
     in.budget().charge_string(r.size());
-    return Value(std::move(r));
+    return keep(std::move(r));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "count") {
     const auto v = bind_args(fn, a, {{"sub", Value(), true}});
@@ -360,11 +369,11 @@ Value string_method(Interpreter& in, const std::string& s, std::string_view name
     for (const Value& item : iterate(v[0])) {
       if (!item.is_string()) runtime_error("str.join(): expected str instance, " + item.type_name() + " found");
       if (!first) out += s;
-      out += item.str();
+      out += self.is_markup() && !item.is_markup() ? escape_html(item.str()) : item.str();
       first = false;
       in.budget().charge_string(out.size());
     }
-    return Value(std::move(out));
+    return keep(std::move(out));
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const auto v = bind_args(fn, a, {{"affix", Value(), true}});
@@ -393,7 +402,9 @@ Value dict_method(Interpreter& in, const Value& self, std::string_view name, Cal
     else if (name == "values") out.push_back(v);
     else out.push_back(Value::tuple({k, v}));
   }
-  return Value::list(std::move(out));
+  const auto kind = name == "keys" ? Value::IterKind::DictKeys
+                    : name == "values" ? Value::IterKind::DictValues : Value::IterKind::DictItems;
+  return Value::iterator(std::move(out), kind);
 }
 
 Value sequence_method(const Value& self, std::string_view name, CallArgs& a) {
@@ -444,7 +455,7 @@ Value call_method(Interpreter& in, const Value& self, std::string_view name, Cal
   }
   if (self.is_string()) {
     if (name == "format") unsupported("str.format() is not supported; use ~ or the format filter");
-    return string_method(in, self.str(), name, args);
+    return string_method(in, self, name, args);
   }
   if (self.is_dict()) return dict_method(in, self, name, args);
   if (self.is_sequence()) return sequence_method(self, name, args);

@@ -26,6 +26,19 @@ Value list_value(Interpreter& in, std::vector<Value> items) {
   return Value::list(std::move(items));
 }
 
+// Jinja's map/select/reject/unique/items filters are Python generators: lazy,
+// single-use, always true, without len() and not JSON serializable.
+Value generator(Interpreter& in, std::vector<Value> items) {
+  in.budget().charge(items.size());
+  return Value::iterator(std::move(items), Value::IterKind::Generator);
+}
+
+// The soft_str results of string filters: Markup in, Markup out.
+Value keep_kind(Interpreter& in, const Value& like, std::string s) {
+  in.budget().charge_string(s.size());
+  return same_string_kind(like, std::move(s));
+}
+
 // Jinja's make_attrgetter: "a.b.0" looks up a, then b, then item 0.
 Value get_path(const Value& item, const Value& attribute) {
   if (attribute.is_integral()) return get_item(item, attribute);
@@ -65,7 +78,7 @@ Value f_attr(Interpreter&, const Value& s, CallArgs& a) {
 
 Value f_capitalize(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("capitalize", a, {});
-  return str_value(in, pystr::capitalize(to_str(s)));
+  return keep_kind(in, s, pystr::capitalize(to_str(s)));
 }
 
 Value f_center(Interpreter& in, const Value& s, CallArgs& a) {
@@ -73,11 +86,11 @@ Value f_center(Interpreter& in, const Value& s, CallArgs& a) {
   const std::string text = to_str(s);
   const int64_t width = to_int_arg(v[0], "center() width");
   const auto len = static_cast<int64_t>(pystr::length(text));
-  if (width <= len) return Value(text);
+  if (width <= len) return keep_kind(in, s, text);
   const int64_t total = std::min<int64_t>(width - len, static_cast<int64_t>(in.budget().limits().max_string_bytes));
   const int64_t left = total / 2 + (total & width & 1);  // CPython's split of the padding
-  return str_value(in, std::string(static_cast<size_t>(left), ' ') + text +
-                           std::string(static_cast<size_t>(total - left), ' '));
+  return keep_kind(in, s, std::string(static_cast<size_t>(left), ' ') + text +
+                              std::string(static_cast<size_t>(total - left), ' '));
 }
 
 Value f_default(Interpreter&, const Value& s, CallArgs& a) {
@@ -107,29 +120,21 @@ Value f_dictsort(Interpreter& in, const Value& s, CallArgs& a) {
 
 Value f_escape(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("escape", a, {});
-  std::string out;
-  for (char c : to_str(s)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return str_value(in, std::move(out));
+  if (s.is_markup()) return s;  // already safe: not escaped twice
+  std::string out = escape_html(to_str(s));
+  in.budget().charge_string(out.size());
+  return Value::markup(std::move(out));
 }
 
 Value f_first(Interpreter&, const Value& s, CallArgs& a) {
   bind_args("first", a, {});
-  const std::vector<Value> items = iterate(s);
-  if (items.empty()) return Value::undefined("No first item, sequence was empty.");
-  return items.front();
+  if (auto v = first_item(s)) return *v;
+  return Value::undefined("No first item, sequence was empty.");
 }
 
 Value f_last(Interpreter&, const Value& s, CallArgs& a) {
   bind_args("last", a, {});
+  if (s.is_iterator() && !s.is_view()) runtime_error("'" + s.type_name() + "' object is not reversible");
   const std::vector<Value> items = iterate(s);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -174,7 +179,7 @@ Value f_float(Interpreter&, const Value& s, CallArgs& a) {
 
 Value f_format(Interpreter& in, const Value& s, CallArgs& a) {
   if (!a.kw.empty()) unsupported("the format filter with keyword arguments is not supported");
-  return str_value(in, percent_format(to_str(s), a.pos));
+  return keep_kind(in, s, percent_format(to_str(s), a.pos, s.is_markup()));
 }
 
 Value f_indent(Interpreter& in, const Value& s, CallArgs& a) {
@@ -198,7 +203,7 @@ Value f_indent(Interpreter& in, const Value& s, CallArgs& a) {
     in.budget().charge_string(out.size());
   }
   if (v[1].truthy()) out.insert(0, indent);
-  return str_value(in, std::move(out));
+  return keep_kind(in, s, std::move(out));
 }
 
 std::optional<int64_t> parse_py_int(const std::string& text, int64_t base) {
@@ -239,11 +244,11 @@ Value f_int(Interpreter&, const Value& s, CallArgs& a) {
 
 Value f_items(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("items", a, {});
-  if (s.is_undefined()) return Value::list({});
+  if (s.is_undefined()) return Value::iterator({}, Value::IterKind::Generator);
   if (!s.is_dict()) runtime_error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, v] : s.dict().items) out.push_back(Value::tuple({k, v}));
-  return list_value(in, std::move(out));
+  return generator(in, std::move(out));
 }
 
 Value f_join(Interpreter& in, const Value& s, CallArgs& a) {
@@ -272,16 +277,16 @@ Value f_list(Interpreter& in, const Value& s, CallArgs& a) {
 
 Value f_lower(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("lower", a, {});
-  return str_value(in, pystr::lower(to_str(s)));
+  return keep_kind(in, s, pystr::lower(to_str(s)));
 }
 
 Value f_upper(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("upper", a, {});
-  return str_value(in, pystr::upper(to_str(s)));
+  return keep_kind(in, s, pystr::upper(to_str(s)));
 }
 
 Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
-  if (!s.truthy()) return Value::list({});  // Jinja guards with `if value:` (so none | map is empty)
+  if (!s.truthy()) return generator(in, {});  // Jinja guards with `if value:` (so none | map is empty)
   std::vector<Value> out;
   const std::vector<Value> items = iterate(s);
   if (a.pos.empty()) {
@@ -290,7 +295,7 @@ Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
       Value x = get_path(item, v[0]);
       out.push_back(x.is_undefined() && !v[1].is_undefined() ? v[1] : std::move(x));
     }
-    return list_value(in, std::move(out));
+    return generator(in, std::move(out));
   }
   if (!a.pos[0].is_string()) runtime_error("map(): the filter name must be a string");
   const std::string name = a.pos[0].str();
@@ -302,7 +307,7 @@ Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
     rest.kw = a.kw;
     out.push_back(f(in, item, rest));
   }
-  return list_value(in, std::move(out));
+  return generator(in, std::move(out));
 }
 
 Value min_max(Interpreter&, const Value& s, CallArgs& a, bool want_max) {
@@ -334,16 +339,20 @@ Value f_replace(Interpreter& in, const Value& s, CallArgs& a) {
   return str_value(in, pystr::replace(subject, old, repl, count));
 }
 
+// Jinja: value[::-1] for strings, else reversed(value), else list(value) reversed.
 Value f_reverse(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("reverse", a, {});
   if (s.is_string()) {
     std::u32string u = pystr::to_u32(s.str());
     std::reverse(u.begin(), u.end());
-    return Value(pystr::from_u32(u));
+    return keep_kind(in, s, pystr::from_u32(u));
   }
+  const bool reversible = !(s.is_iterator() && !s.is_view());
   std::vector<Value> items = iterate(s);
   std::reverse(items.begin(), items.end());
-  return list_value(in, std::move(items));
+  in.budget().charge(items.size());
+  if (!reversible) return Value::list(std::move(items));
+  return Value::iterator(std::move(items), Value::IterKind::ReverseIterator);
 }
 
 Value f_round(Interpreter&, const Value& s, CallArgs& a) {
@@ -374,11 +383,11 @@ Value f_round(Interpreter&, const Value& s, CallArgs& a) {
 
 Value f_safe(Interpreter&, const Value& s, CallArgs& a) {
   bind_args("safe", a, {});
-  return Value(to_str(s));
+  return Value::markup(to_str(s));
 }
 
 Value select_common(Interpreter& in, const Value& s, CallArgs& a, bool by_attr, bool keep_if) {
-  if (!s.truthy()) return Value::list({});  // Jinja guards with `if value:` (so none | select is empty)
+  if (!s.truthy()) return generator(in, {});  // Jinja guards with `if value:` (so none | select is empty)
   const std::vector<Value> items = iterate(s);
   size_t next = 0;
   Value attribute;
@@ -403,7 +412,7 @@ Value select_common(Interpreter& in, const Value& s, CallArgs& a, bool by_attr, 
     const bool pass = test ? test(in, subject, call) : subject.truthy();
     if (pass == keep_if) out.push_back(item);
   }
-  return list_value(in, std::move(out));
+  return generator(in, std::move(out));
 }
 Value f_select(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, false, true); }
 Value f_reject(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, false, false); }
@@ -423,6 +432,7 @@ Value f_sort(Interpreter& in, const Value& s, CallArgs& a) {
 
 Value f_string(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("string", a, {});
+  if (s.is_string()) return s;  // soft_str keeps Markup
   return str_value(in, to_str(s));
 }
 
@@ -483,7 +493,7 @@ Value f_trim(Interpreter& in, const Value& s, CallArgs& a) {
   const auto v = bind_args("trim", a, {{"chars", Value::none()}});
   std::optional<std::string> chars;
   if (!v[0].is_none()) chars = to_str(v[0]);
-  return str_value(in, pystr::strip(to_str(s), chars, true, true));
+  return keep_kind(in, s, pystr::strip(to_str(s), chars, true, true));
 }
 
 Value f_unique(Interpreter& in, const Value& s, CallArgs& a) {
@@ -505,7 +515,7 @@ Value f_unique(Interpreter& in, const Value& s, CallArgs& a) {
       out.push_back(item);
     }
   }
-  return list_value(in, std::move(out));
+  return generator(in, std::move(out));
 }
 
 Value f_wordcount(Interpreter&, const Value& s, CallArgs& a) {

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -30,9 +31,10 @@ std::vector<Value> chars_of(std::string_view s) {
   return out;
 }
 
+// Jinja's Undefined messages: "'dict object' has no attribute 'x'", "list object has no element 0".
 std::string missing_hint(const Value& obj, const Value& key) {
-  if (key.is_string()) return "'" + obj.object_type_repr() + "' has no attribute '" + key.str() + "'";
-  return "'" + obj.object_type_repr() + "' has no element " + repr(key);
+  if (key.is_string()) return pystr::repr(obj.object_type_repr()) + " has no attribute " + pystr::repr(key.str());
+  return obj.object_type_repr() + " has no element " + repr(key);
 }
 
 std::optional<int64_t> slice_bound(const Value& v, bool& ok) {
@@ -55,7 +57,7 @@ Value repeat(const Value& seq, int64_t n, Budget& budget) {
     std::string out;
     out.reserve(unit * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) out += seq.str();
-    return Value(std::move(out));
+    return same_string_kind(seq, std::move(out));
   }
   const auto& items = seq.items();
   if (!items.empty() && static_cast<uint64_t>(n) > budget.limits().max_string_bytes / items.size()) {
@@ -94,9 +96,48 @@ double py_fmod(double a, double b) {
 
 }  // namespace
 
+std::string escape_html(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Value same_string_kind(const Value& like, std::string s) {
+  return like.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
+
+std::optional<Value> first_item(const Value& v) {
+  if (v.is_iterator() && !v.is_view()) {
+    const ListData& d = v.list_data();
+    if (d.consumed >= d.items.size()) return std::nullopt;
+    return d.items[d.consumed++];
+  }
+  std::vector<Value> items = iterate(v);
+  if (items.empty()) return std::nullopt;
+  return items.front();
+}
+
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return {};
+    case Value::Kind::Iterator: {
+      if (v.is_view()) return v.items();
+      const ListData& d = v.list_data();
+      std::vector<Value> rest(d.items.begin() + static_cast<ptrdiff_t>(std::min(d.consumed, d.items.size())),
+                              d.items.end());
+      d.consumed = d.items.size();
+      return rest;
+    }
     case Value::Kind::List: case Value::Kind::Tuple: return v.items();
     case Value::Kind::Dict: {
       std::vector<Value> keys;
@@ -115,6 +156,9 @@ int64_t length(const Value& v) {
     case Value::Kind::String: return static_cast<int64_t>(pystr::length(v.str()));
     case Value::Kind::List: case Value::Kind::Tuple: return static_cast<int64_t>(v.items().size());
     case Value::Kind::Dict: return static_cast<int64_t>(v.dict().items.size());
+    case Value::Kind::Iterator:
+      if (v.is_view()) return static_cast<int64_t>(v.items().size());
+      runtime_error("object of type '" + v.type_name() + "' has no len()");
     default: runtime_error("object of type '" + v.type_name() + "' has no len()");
   }
 }
@@ -131,7 +175,7 @@ Value get_attr(const Value& obj, std::string_view name) {
     const DictData& d = obj.is_dict() ? obj.dict() : obj.ns();
     if (const Value* v = d.find(name)) return *v;
   }
-  return Value::undefined("'" + obj.object_type_repr() + "' has no attribute '" + std::string(name) + "'");
+  return Value::undefined(missing_hint(obj, Value(name)));
 }
 
 Value get_item(const Value& obj, const Value& key) {
@@ -146,12 +190,12 @@ Value get_item(const Value& obj, const Value& key) {
       if (pystr::is_ascii(s)) {
         const auto n = static_cast<int64_t>(s.size());
         if (i < 0) i += n;
-        if (i >= 0 && i < n) return Value(s.substr(static_cast<size_t>(i), 1));
+        if (i >= 0 && i < n) return same_string_kind(obj, s.substr(static_cast<size_t>(i), 1));
       } else {
         const std::vector<Value> chars = chars_of(s);
         const auto n = static_cast<int64_t>(chars.size());
         if (i < 0) i += n;
-        if (i >= 0 && i < n) return chars[static_cast<size_t>(i)];
+        if (i >= 0 && i < n) return same_string_kind(obj, chars[static_cast<size_t>(i)].str());
       }
     } else {
       const auto n = static_cast<int64_t>(obj.items().size());
@@ -180,7 +224,7 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
     for (int64_t i : pystr::slice_indices(static_cast<int64_t>(u.size()), b, e, step_v)) {
       out.push_back(u[static_cast<size_t>(i)]);
     }
-    return Value(pystr::from_u32(out));
+    return same_string_kind(obj, pystr::from_u32(out));
   }
   const auto& items = obj.items();
   std::vector<Value> out;
@@ -204,6 +248,12 @@ Value binary_op(BinOp op, const Value& a, const Value& b, Budget& budget) {
       }
       if (nums) return Value(a.as_double() + b.as_double());
       if (a.is_string() && b.is_string()) {
+        if (a.is_markup() || b.is_markup()) {
+          // Markup + str and str + Markup escape the plain side (markupsafe).
+          std::string s = (a.is_markup() ? a.str() : escape_html(a.str())) + (b.is_markup() ? b.str() : escape_html(b.str()));
+          budget.charge_string(s.size());
+          return Value::markup(std::move(s));
+        }
         budget.charge_string(a.str().size() + b.str().size());
         return Value(a.str() + b.str());
       }
@@ -259,9 +309,9 @@ Value binary_op(BinOp op, const Value& a, const Value& b, Budget& budget) {
     }
     case BinOp::Mod: {
       if (a.is_string()) {
-        std::string s = percent_format(a.str(), b.is_tuple() ? b.items() : std::vector<Value>{b});
+        std::string s = percent_format(a.str(), b.is_tuple() ? b.items() : std::vector<Value>{b}, a.is_markup());
         budget.charge_string(s.size());
-        return Value(std::move(s));
+        return same_string_kind(a, std::move(s));
       }
       if (ints) {
         const int64_t x = a.as_int(), y = b.as_int();
@@ -329,6 +379,18 @@ bool contains(const Value& container, const Value& item) {
         if (equals(v, item)) return true;
       }
       return false;
+    case Value::Kind::Iterator: {
+      if (container.is_view()) {
+        for (const Value& v : container.items()) {
+          if (equals(v, item)) return true;
+        }
+        return false;
+      }
+      while (auto v = first_item(container)) {  // consumes up to the match, as Python does
+        if (equals(*v, item)) return true;
+      }
+      return false;
+    }
     case Value::Kind::Dict:
       if (item.is_list() || item.is_dict() || item.is_namespace()) {
         runtime_error("unhashable type: '" + item.type_name() + "'");
@@ -352,7 +414,7 @@ std::string c_format(const std::string& spec, T value) {
 
 }  // namespace
 
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args) {
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args) {
   std::string out;
   size_t next_arg = 0;
   auto take = [&]() -> const Value& {
@@ -389,7 +451,9 @@ std::string percent_format(const std::string& fmt, const std::vector<Value>& arg
       out.push_back('%');
     } else if (conv == 's' || conv == 'r') {
       const Value& v = take();
-      std::u32string s = pystr::to_u32(conv == 's' ? to_str(v) : repr(v));
+      std::string text = conv == 's' ? to_str(v) : repr(v);
+      if (escape_args && !v.is_markup()) text = escape_html(text);
+      std::u32string s = pystr::to_u32(text);
       if (precision >= 0 && s.size() > static_cast<size_t>(precision)) s.resize(static_cast<size_t>(precision));
       const size_t pad = width > 0 && s.size() < static_cast<size_t>(width) ? static_cast<size_t>(width) - s.size() : 0;
       const bool left = flags.find('-') != std::string::npos;

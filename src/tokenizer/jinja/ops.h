@@ -39,8 +39,11 @@ class Budget {
   uint64_t work_left_;
 };
 
-// `for x in v`: Undefined iterates as empty; dicts give their keys; strings their characters.
+// `for x in v`: Undefined iterates as empty; dicts give their keys; strings
+// their characters. Iterating a generator consumes it, as in Python.
 std::vector<Value> iterate(const Value& v);
+// next(iter(v)) for the `first` filter: consumes one item of a generator.
+std::optional<Value> first_item(const Value& v);
 // len(v); Undefined has length 0.
 int64_t length(const Value& v);
 
@@ -57,7 +60,13 @@ bool compare(CmpOp op, const Value& a, const Value& b);
 // `item in container`.
 bool contains(const Value& container, const Value& item);
 // Python's `fmt % args` for the conversions templates use (%s %r %d %i %f %x %%).
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args);
+// With escape_args (Markup % args), string arguments are HTML-escaped.
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args = false);
+
+// markupsafe.escape: & < > " ' as HTML entities.
+std::string escape_html(std::string_view s);
+// A string result derived from `like`: Markup stays Markup (as str methods on Markup do).
+Value same_string_kind(const Value& like, std::string s);
 
 // An integer argument (int or bool); Runtime error naming `what` otherwise.
 int64_t to_int_arg(const Value& v, std::string_view what);

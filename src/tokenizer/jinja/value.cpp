@@ -58,6 +58,7 @@ bool equals_at(const Value& a, const Value& b, int depth) {
     }
     case K::Namespace: return a.ns_ptr() == b.ns_ptr();
     case K::Function: return &a.fn() == &b.fn();
+    case K::Iterator: return &a.list_data() == &b.list_data();
     default: return false;
   }
 }
@@ -91,7 +92,22 @@ void repr_into(std::string& out, const Value& v, int depth) {
     case K::Bool: out += v.as_bool() ? "True" : "False"; return;
     case K::Int: out += std::to_string(v.as_int()); return;
     case K::Float: out += float_repr(v.as_double()); return;
-    case K::String: out += pystr::repr(v.str()); return;
+    case K::String:
+      if (v.is_markup()) {
+        out += "Markup(" + pystr::repr(v.str()) + ")";
+      } else {
+        out += pystr::repr(v.str());
+      }
+      return;
+    case K::Iterator:
+      if (!v.is_view()) {
+        out += "<" + v.type_name() + " object>";  // Python adds an address here
+        return;
+      }
+      out += v.type_name() + "(";
+      repr_into(out, Value::list(v.items()), depth + 1);
+      out += ")";
+      return;
     case K::List: case K::Tuple: {
       const bool tuple = v.is_tuple();
       out += tuple ? '(' : '[';
@@ -222,6 +238,19 @@ Value Value::make_namespace(DictData d) {
   return v;
 }
 
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.sub_ = 1;
+  return v;
+}
+
+Value Value::iterator(std::vector<Value> items, IterKind kind) {
+  Value v = list(std::move(items));
+  v.kind_ = Kind::Iterator;
+  v.sub_ = static_cast<uint8_t>(kind);
+  return v;
+}
+
 Value Value::function(std::shared_ptr<const Function> f) {
   Value v;
   v.kind_ = Kind::Function;
@@ -247,7 +276,7 @@ double Value::as_double() const {
 
 uint32_t Value::depth() const {
   switch (kind_) {
-    case Kind::List: case Kind::Tuple: return std::get<ListPtr>(data_)->depth;
+    case Kind::List: case Kind::Tuple: case Kind::Iterator: return std::get<ListPtr>(data_)->depth;
     case Kind::Dict: return std::get<DictPtr>(data_)->depth;
     case Kind::Namespace: return 1;  // mutable: its contents are cut loose after each render
     default: return 0;
@@ -263,6 +292,7 @@ bool Value::truthy() const {
     case Kind::String: return !str().empty();
     case Kind::List: case Kind::Tuple: return !items().empty();
     case Kind::Dict: return !dict().items.empty();
+    case Kind::Iterator: return !is_view() || !items().empty();  // a generator is always true
     default: return true;
   }
 }
@@ -280,6 +310,14 @@ std::string Value::type_name() const {
     case Kind::Dict: return "dict";
     case Kind::Namespace: return "Namespace";
     case Kind::Function: return "function";
+    case Kind::Iterator:
+      switch (iter_kind()) {
+        case IterKind::Generator: return "generator";
+        case IterKind::ReverseIterator: return "list_reverseiterator";
+        case IterKind::DictItems: return "dict_items";
+        case IterKind::DictKeys: return "dict_keys";
+        case IterKind::DictValues: return "dict_values";
+      }
   }
   return "object";
 }

@@ -31,6 +31,9 @@ inline constexpr uint32_t kMaxDepth = 256;  // deepest nesting of lists/dicts/tu
 struct ListData {
   std::vector<Value> items;
   uint32_t depth = 1;
+  // For a generator or iterator: how many items were consumed already (Python
+  // iterators are single-use; the only state a render mutates outside namespaces).
+  mutable size_t consumed = 0;
 };
 
 // Insertion-ordered like a Python dict. Lookup is linear: template dicts are small.
@@ -46,7 +49,10 @@ struct DictData {
 
 class Value {
  public:
-  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Function };
+  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Function, Iterator };
+  // What an Iterator stands for: the lazy results of filters (map, select, ...),
+  // reversed(), and the views of dict.items()/keys()/values().
+  enum class IterKind : uint8_t { Generator, ReverseIterator, DictItems, DictKeys, DictValues };
 
   Value() = default;  // Undefined
   Value(bool b) : kind_(Kind::Bool), data_(b) {}
@@ -66,6 +72,10 @@ class Value {
   static Value tuple(std::vector<Value> items);
   static Value dict(DictData d);
   static Value make_namespace(DictData d);
+  // markupsafe.Markup: a string marked safe (`|safe`, `|escape`); adding a plain
+  // string to it HTML-escapes that string, as in Jinja.
+  static Value markup(std::string s);
+  static Value iterator(std::vector<Value> items, IterKind kind);
   static Value function(std::shared_ptr<const Function> f);
 
   Kind kind() const { return kind_; }
@@ -83,12 +93,18 @@ class Value {
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_namespace() const { return kind_ == Kind::Namespace; }
   bool is_function() const { return kind_ == Kind::Function; }
+  bool is_markup() const { return kind_ == Kind::String && sub_ != 0; }
+  bool is_iterator() const { return kind_ == Kind::Iterator; }
+  IterKind iter_kind() const { return static_cast<IterKind>(sub_); }
+  // dict views have a length and are re-iterable; generators and iterators are not.
+  bool is_view() const { return kind_ == Kind::Iterator && iter_kind() >= IterKind::DictItems; }
 
   bool as_bool() const { return std::get<bool>(data_); }
   int64_t as_int() const;     // Int or Bool
   double as_double() const;   // Int, Bool or Float
   const std::string& str() const { return *std::get<StrPtr>(data_); }
-  const std::vector<Value>& items() const { return std::get<ListPtr>(data_)->items; }  // List or Tuple
+  const std::vector<Value>& items() const { return std::get<ListPtr>(data_)->items; }  // List, Tuple, Iterator
+  const ListData& list_data() const { return *std::get<ListPtr>(data_); }
   const DictData& dict() const { return *std::get<DictPtr>(data_); }
   DictData& ns() const { return *std::get<NsPtr>(data_); }  // a namespace is mutable through every copy
   const std::shared_ptr<DictData>& ns_ptr() const { return std::get<NsPtr>(data_); }
@@ -112,6 +128,7 @@ class Value {
   using FnPtr = std::shared_ptr<const Function>;
 
   Kind kind_ = Kind::Undefined;
+  uint8_t sub_ = 0;  // String: 1 = Markup; Iterator: IterKind
   std::variant<std::monostate, bool, int64_t, double, StrPtr, ListPtr, DictPtr, NsPtr, FnPtr> data_;
 };
 
