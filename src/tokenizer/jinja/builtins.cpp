@@ -144,9 +144,12 @@ bool t_mapping(Interpreter&, const Value& v, CallArgs&) { return v.is_dict(); }
 bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function(); }
 // Python's iter() and sequence protocol accept Jinja's Undefined (it iterates as empty).
 bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict() || v.is_iterator();
+}
+// len() and __getitem__: not generators or dict views.
+bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
 }
-bool t_sequence(Interpreter& in, const Value& v, CallArgs& a) { return t_iterable(in, v, a); }
 bool t_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
 bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return compare(CmpOp::Eq, v, arg0(a, "eq")); }
 bool t_ne(Interpreter&, const Value& v, CallArgs& a) { return compare(CmpOp::Ne, v, arg0(a, "ne")); }
@@ -450,8 +453,8 @@ bool has_method(const Value& self, std::string_view name) {
 
 Value call_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& args) {
   if (listed(kMutators, name)) {
-    runtime_error("access to attribute '" + std::string(name) + "' of '" + self.type_name() +
-                  "' object is unsafe: the sandbox forbids modifying lists and dicts (use a namespace)");
+    // The sandbox forbids modifying lists and dicts (templates use a namespace instead).
+    runtime_error("access to attribute '" + std::string(name) + "' of '" + self.type_name() + "' object is unsafe.");
   }
   if (self.is_string()) {
     if (name == "format") unsupported("str.format() is not supported; use ~ or the format filter");

@@ -73,6 +73,10 @@ Value f_abs(Interpreter&, const Value& s, CallArgs& a) {
 Value f_attr(Interpreter&, const Value& s, CallArgs& a) {
   const auto v = bind_args("attr", a, {{"name", Value(), true}});
   if (!v[0].is_string()) runtime_error("attr(): attribute name must be a string");
+  // Attributes only, never keys: {'k': 1} | attr('k') is undefined.
+  if (s.is_dict() && !has_method(s, v[0].str())) {
+    return Value::undefined("'dict object' has no attribute " + pystr::repr(v[0].str()));
+  }
   return get_attr(s, v[0].str());
 }
 

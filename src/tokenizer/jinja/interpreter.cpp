@@ -122,8 +122,10 @@ void Interpreter::assign(const Stmt& s, const Value& v, Scope& scope) {
   }
   const std::vector<Value> parts = iterate(v);
   if (parts.size() != s.targets.size()) {
-    runtime_error(std::string(parts.size() > s.targets.size() ? "too many" : "not enough") +
-                  " values to unpack (expected " + std::to_string(s.targets.size()) + ", got " +
+    if (parts.size() > s.targets.size()) {
+      runtime_error("too many values to unpack (expected " + std::to_string(s.targets.size()) + ")");
+    }
+    runtime_error("not enough values to unpack (expected " + std::to_string(s.targets.size()) + ", got " +
                   std::to_string(parts.size()) + ")");
   }
   for (size_t i = 0; i < parts.size(); ++i) scope.set(s.targets[i], parts[i]);
