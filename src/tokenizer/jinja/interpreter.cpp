@@ -138,7 +138,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const ScopePtr& scope, std::s
     if (out.size() + text.size() > budget_.limits().max_string_bytes) {
       limit_error("the rendered prompt exceeds " + std::to_string(budget_.limits().max_string_bytes) + " bytes");
     }
-    budget_.charge(text.size() / 64);
+    budget_.charge(text.size() / 16);
     out += text;
   };
   try {
@@ -201,6 +201,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
   }
   if (items.empty()) return exec_body(s.else_body, child_of(scope), out);
   for (size_t i = 0; i < items.size(); ++i) {
+    budget_.charge(4);  // a scope and the loop object: a dozen allocations
     ScopePtr iteration = child_of(scope);
     assign(s, items[i], *iteration);
     iteration->set("loop", make_loop(items, i));
@@ -311,11 +312,18 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
       return Value::undefined("the inline if-expression evaluated to false and has no else section");
     }
     case ExprKind::Concat: {
-      std::string s;
+      std::vector<Value> parts;
+      size_t total = 0;
       for (const auto& a : e.args) {
-        s += to_str(eval(*a, scope));
-        budget_.charge_string(s.size());
+        Value v = eval(*a, scope);
+        if (!v.is_string()) v = Value(to_str(v));
+        total += v.str().size();
+        parts.push_back(std::move(v));
       }
+      budget_.charge_string(total);  // before building it
+      std::string s;
+      s.reserve(total);
+      for (const Value& p : parts) s += p.str();
       return Value(std::move(s));
     }
   }

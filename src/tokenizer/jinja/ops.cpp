@@ -14,7 +14,7 @@ void Budget::charge_string(size_t bytes) {
     limit_error("a string of " + std::to_string(bytes) + " bytes exceeds the limit of " +
                 std::to_string(limits_.max_string_bytes));
   }
-  charge(1 + bytes / 64);
+  charge(1 + bytes / 16);
 }
 
 namespace {

@@ -18,9 +18,11 @@ namespace tokamak::jinja {
 // of every string and list produced, so a template cannot loop or grow values
 // beyond these bounds.
 struct RenderLimits {
-  size_t max_string_bytes = size_t{64} << 20;  // the output, and any one string built on the way
-  uint64_t max_work = 200'000'000;
-  int max_depth = 1000;                        // nested evaluation frames (macro recursion included)
+  size_t max_string_bytes = size_t{32} << 20;  // the output, and any one string built on the way
+  uint64_t max_work = 10'000'000;              // at most a few seconds; a string costs 1 unit per 16 bytes
+  // Nested evaluation frames (macro recursion included). A frame takes ~0.7 KiB
+  // of stack in a release build (~3 KiB under ASan): 500 fit a 1 MiB stack.
+  int max_depth = 500;
 };
 
 class Budget {
