@@ -186,6 +186,15 @@ TEST(JinjaLoops, MatchesJinja2) {
       {R"~({% for x in [] %}{{ x }}{% else %}empty{% endfor %})~",
        R"~({})~",
        R"~(empty)~"},
+      {R"~({% for x in [1, 2] %}{% break %}{% else %}[else after break in the first iteration]{% endfor %})~",
+       R"~({})~",
+       R"~([else after break in the first iteration])~"},
+      {R"~({% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{% else %}never{% endfor %})~",
+       R"~({})~",
+       R"~()~"},
+      {R"~({% for x in [1, 2] %}{% continue %}{% else %}[else when every iteration continues]{% endfor %})~",
+       R"~({})~",
+       R"~([else when every iteration continues])~"},
       {R"~({% for x in [1,3] if x is even %}{{ x }}{% else %}no evens{% endfor %})~",
        R"~({})~",
        R"~(no evens)~"},
@@ -222,6 +231,35 @@ TEST(JinjaLoops, MatchesJinja2) {
       {R"~({{ loop }}|{% for x in [1] %}{{ loop.depth }}{{ loop.depth0 }}{% endfor %})~",
        R"~({})~",
        R"~(|10)~"},
+  });
+}
+
+TEST(JinjaScoping, MatchesJinja2) {
+  expect_renders({
+      {R"~({% for i in [1] %}[{{ x }}]{% endfor %}{% set x = 'late' %}[{{ x }}])~",
+       R"~({"x": "context"})~",
+       R"~([][late])~"},
+      {R"~({% macro show() %}[{{ x }}]{% endmacro %}{{ show() }}{% set x = 'late' %}{{ show() }})~",
+       R"~({"x": "context"})~",
+       R"~([][late])~"},
+      {R"~({% set b %}[{{ x }}]{% endset %}{{ b }}{% set x = 'late' %})~",
+       R"~({"x": "context"})~",
+       R"~([])~"},
+      {R"~({{ x }}{% for i in [1] %}[{{ x }}]{% endfor %}{% set x = 'late' %})~",
+       R"~({"x": "context"})~",
+       R"~(context[context])~"},
+      {R"~({% if false %}{% set x = 'never' %}{% endif %}{% for i in [1] %}[{{ x }}]{% endfor %})~",
+       R"~({"x": "context"})~",
+       R"~([context])~"},
+      {R"~({% set x = x ~ '+' %}{% for i in [1] %}[{{ x }}]{% endfor %})~",
+       R"~({"x": "context"})~",
+       R"~([context+])~"},
+      {R"~({% for i in [1, 2] %}{% for j in [1] %}[{{ x }}]{% endfor %}{% set x = i %}{% endfor %})~",
+       R"~({"x": "context"})~",
+       R"~([][])~"},
+      {R"~({% if not tools is defined %}{% set tools = none %}{% endif %}{{ tools }})~",
+       R"~({"tools": [1]})~",
+       R"~([1])~"},
   });
 }
 
@@ -403,6 +441,10 @@ TEST(JinjaFilters, MatchesJinja2) {
       {R"~({{ 42 | string }}{{ [1] | string }} {{ '42' | int + 1 }} {{ '3.9' | int }} {{ 'x' | int }} {{ 'x' | int(7) }} {{ 3.9 | int }} {{ '0x1A' | int(base=16) }} {{ '2.5' | float }} {{ 'x' | float }})~",
        R"~({})~",
        R"~(42[1] 43 3 0 7 3 26 2.5 0.0)~"},
+      {R"~({{ s | indent }})~",
+       R"~({"s": "a\n b"})~",
+       R"~(a
+     b)~"},
       {R"~({{ 'x' | safe }} {{ '<a>' | e }} {{ '<b>' | escape | escape }} {{ '<' | safe + '<' }} {{ '<' ~ '<' | safe }} {{ ('<i>' | safe).upper() }})~",
        R"~({})~",
        R"~(x &lt;a&gt; &lt;b&gt; <&lt; << <I>)~"},
@@ -436,6 +478,23 @@ b' | indent('> ', blank=true) }}|{{ '' | indent(first=true) }})~",
       {R"~({{ [1, 2] | map('string') | join('+') }} {{ ['x'] | map('replace', 'x', 'y') | first }})~",
        R"~({})~",
        R"~(1+2 y)~"},
+  });
+}
+
+TEST(JinjaPythonQuirks, MatchesJinja2) {
+  expect_renders({
+      {R"~({{ '%s' % [1, 2] }}|{{ 'plain' % [1] }}|{{ 'plain' % {'k': 1} }}|{{ 'x%sy' % u }}|{{ '%d%%' % 50 }})~",
+       R"~({})~",
+       R"~([1, 2]|plain|plain|xy|50%)~"},
+      {R"~({{ 2.5 is even }} {{ 3.0 is odd }} {{ 4.5 is divisibleby 1.5 }} {{ 1e20 % -1 }} {{ -7.5 // 2 }} {{ 7 % -3 }})~",
+       R"~({})~",
+       R"~(False True True -0.0 -4.0 -2)~"},
+      {R"~({{ [3, 1, 2] | sort(attribute='missing') }} {{ [{'a': 1, 'b': 2}, {'a': 1, 'b': 1}] | sort(attribute='a,b') }})~",
+       R"~({})~",
+       R"~([3, 1, 2] [{'a': 1, 'b': 1}, {'a': 1, 'b': 2}])~"},
+      {R"~({{ u is callable }} {{ '7' | int + 1 }} {{ ' 12 ' | int }} {{ '1_000' | int }} {{ 'nan' | float }} {{ '-inf' | float }})~",
+       R"~({})~",
+       R"~(True 8 12 1000 nan -inf)~"},
   });
 }
 
@@ -565,6 +624,16 @@ TEST(JinjaGenerators, MatchesJinja2) {
 
 TEST(JinjaErrors, MatchJinja2Messages) {
   expect_errors({
+      {R"~({{ t[::-1] }})~", R"~({"t": true})~", jinja::ErrorKind::Runtime,
+       R"~('bool' object is not subscriptable)~"},  // TypeError
+      {R"~({{ d[::2] }})~", R"~({"d": {"a": 1}})~", jinja::ErrorKind::Runtime,
+       R"~(unhashable type: 'slice')~"},  // TypeError
+      {R"~({{ x['a':] }})~", R"~({"x": [1, 2]})~", jinja::ErrorKind::Runtime,
+       R"~(slice indices must be integers or None or have an __index__ method)~"},  // TypeError
+      {R"~({{ u | int }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~('u' is undefined)~"},  // UndefinedError
+      {R"~({{ '%d' % u }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~('u' is undefined)~"},  // UndefinedError
       {R"~({{ u + 'x' }})~", R"~({})~", jinja::ErrorKind::Runtime,
        R"~('u' is undefined)~"},  // UndefinedError
       {R"~({{ u.attr }})~", R"~({})~", jinja::ErrorKind::Runtime,

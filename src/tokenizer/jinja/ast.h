@@ -100,6 +100,10 @@ struct Stmt {
   bool catch_varargs = false;  // Macro: the body mentions `varargs` (extra positional arguments allowed)
   bool catch_kwargs = false;   // Macro: the body mentions `kwargs` (unknown keyword arguments allowed)
   Kwargs assignments;
+  // Names that start unbound (Undefined, hiding any outer or context value) in
+  // the frame of `body` / `else_body`; see scoping.h.
+  std::vector<std::string> unbound_in_body;
+  std::vector<std::string> unbound_in_else;
 };
 
 }  // namespace tokamak::jinja

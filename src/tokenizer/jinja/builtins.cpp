@@ -123,11 +123,9 @@ const Value& arg0(const CallArgs& a, std::string_view test) {
   return a.pos[0];
 }
 
-int64_t int_subject(const Value& v, std::string_view test) {
-  if (v.is_undefined()) runtime_error(v.undefined_hint());
-  if (v.is_integral()) return v.as_int();
-  if (v.is_float()) return static_cast<int64_t>(v.as_double());
-  runtime_error("test '" + std::string(test) + "' needs a number, not " + v.type_name());
+// `value % divisor == rest` with Python's %, as Jinja's even/odd/divisibleby compute it.
+bool mod_is(Interpreter& in, const Value& v, const Value& divisor, int64_t rest) {
+  return equals(binary_op(BinOp::Mod, v, divisor, in.budget()), Value(rest));
 }
 
 bool t_defined(Interpreter&, const Value& v, CallArgs&) { return !v.is_undefined(); }
@@ -141,7 +139,7 @@ bool t_float(Interpreter&, const Value& v, CallArgs&) { return v.is_float(); }
 bool t_number(Interpreter&, const Value& v, CallArgs&) { return v.is_number(); }
 bool t_string(Interpreter&, const Value& v, CallArgs&) { return v.is_string(); }
 bool t_mapping(Interpreter&, const Value& v, CallArgs&) { return v.is_dict(); }
-bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function(); }
+bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function() || v.is_undefined(); }
 // Python's iter() and sequence protocol accept Jinja's Undefined (it iterates as empty).
 bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict() || v.is_iterator();
@@ -162,13 +160,9 @@ bool t_sameas(Interpreter&, const Value& v, CallArgs& a) {
   const Value& o = arg0(a, "sameas");
   return v.kind() == o.kind() && equals(v, o);
 }
-bool t_even(Interpreter&, const Value& v, CallArgs&) { return int_subject(v, "even") % 2 == 0; }
-bool t_odd(Interpreter&, const Value& v, CallArgs&) { return int_subject(v, "odd") % 2 != 0; }
-bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
-  const int64_t d = to_int_arg(arg0(a, "divisibleby"), "divisibleby()");
-  if (d == 0) runtime_error("integer division or modulo by zero");
-  return d == -1 || int_subject(v, "divisibleby") % d == 0;
-}
+bool t_even(Interpreter& in, const Value& v, CallArgs&) { return mod_is(in, v, Value(int64_t{2}), 0); }
+bool t_odd(Interpreter& in, const Value& v, CallArgs&) { return mod_is(in, v, Value(int64_t{2}), 1); }
+bool t_divisibleby(Interpreter& in, const Value& v, CallArgs& a) { return mod_is(in, v, arg0(a, "divisibleby"), 0); }
 bool t_lower(Interpreter&, const Value& v, CallArgs&) { return pystr::is_cased_lower(to_str(v)); }
 bool t_upper(Interpreter&, const Value& v, CallArgs&) { return pystr::is_cased_upper(to_str(v)); }
 bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.str()); }

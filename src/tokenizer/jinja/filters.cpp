@@ -174,6 +174,7 @@ std::optional<double> parse_py_float(const std::string& text) {
 
 Value f_float(Interpreter&, const Value& s, CallArgs& a) {
   const auto v = bind_args("float", a, {{"default", Value(0.0)}});
+  if (s.is_undefined()) runtime_error(s.undefined_hint());  // float(Undefined) raises, it is no TypeError
   if (s.is_number()) return Value(s.as_double());
   if (s.is_string()) {
     if (auto d = parse_py_float(s.str())) return Value(*d);
@@ -183,11 +184,14 @@ Value f_float(Interpreter&, const Value& s, CallArgs& a) {
 
 Value f_format(Interpreter& in, const Value& s, CallArgs& a) {
   if (!a.kw.empty()) unsupported("the format filter with keyword arguments is not supported");
-  return keep_kind(in, s, percent_format(to_str(s), a.pos, s.is_markup()));
+  return keep_kind(in, s, percent_format(to_str(s), a.pos, s.is_markup()));  // always `fmt % (args,)`
 }
 
 Value f_indent(Interpreter& in, const Value& s, CallArgs& a) {
   const auto v = bind_args("indent", a, {{"width", Value(int64_t{4})}, {"first", Value(false)}, {"blank", Value(false)}});
+  // Jinja starts with `s += "\n"`, which only a string survives.
+  if (s.is_undefined()) runtime_error(s.undefined_hint());
+  if (!s.is_string()) runtime_error("unsupported operand type(s) for +=: '" + s.type_name() + "' and 'str'");
   std::string indent;
   if (v[0].is_string()) {
     indent = v[0].str();
@@ -233,15 +237,19 @@ std::optional<int64_t> parse_py_int(const std::string& text, int64_t base) {
 
 Value f_int(Interpreter&, const Value& s, CallArgs& a) {
   const auto v = bind_args("int", a, {{"default", Value(int64_t{0})}, {"base", Value(int64_t{10})}});
+  if (s.is_undefined()) runtime_error(s.undefined_hint());  // int(Undefined) raises, it is no TypeError
   if (s.is_integral()) return Value(s.as_int());
-  if (s.is_float()) {
-    const double d = s.as_double();
-    if (!(d > -9.2e18 && d < 9.2e18)) return v[0];
+  // Python: int(nan) is a ValueError (the default); int(inf) and huge values
+  // give an OverflowError or a big int, which we cannot hold: an error.
+  auto from_double = [&](double d) {
+    if (std::isnan(d)) return v[0];
+    if (!(d > -9.2e18 && d < 9.2e18)) runtime_error("int(): " + float_repr(d) + " does not fit in 64 bits");
     return Value(static_cast<int64_t>(d));
-  }
+  };
+  if (s.is_float()) return from_double(s.as_double());
   if (s.is_string()) {
     if (auto i = parse_py_int(s.str(), to_int_arg(v[1], "int() base"))) return Value(*i);
-    if (auto d = parse_py_float(s.str()); d && *d > -9.2e18 && *d < 9.2e18) return Value(static_cast<int64_t>(*d));
+    if (auto d = parse_py_float(s.str())) return from_double(*d);
   }
   return v[0];
 }
@@ -423,12 +431,24 @@ Value f_reject(Interpreter& in, const Value& s, CallArgs& a) { return select_com
 Value f_selectattr(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, true, true); }
 Value f_rejectattr(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, true, false); }
 
+// Jinja's make_multi_attrgetter: "a,b.c" gives the key [item.a, item.b.c]. Keys
+// compare as lists, so equal (even undefined) parts never reach `<`.
+Value multi_sort_key(const Value& item, const Value& attribute, bool case_sensitive) {
+  if (!attribute.is_string()) return Value::list({sort_key(item, attribute, case_sensitive)});
+  std::vector<Value> parts;
+  for (const std::string& part : pystr::split(attribute.str(), std::string(","), -1)) {
+    parts.push_back(sort_key(item, Value(part), case_sensitive));
+  }
+  return Value::list(std::move(parts));
+}
+
 Value f_sort(Interpreter& in, const Value& s, CallArgs& a) {
   const auto v = bind_args("sort", a, {{"reverse", Value(false)}, {"case_sensitive", Value(false)}, {"attribute", Value::none()}});
   std::vector<Value> items = iterate(s);
   const bool rev = v[0].truthy(), cs = v[1].truthy();
   stable_sort_values(items, [&](const Value& x, const Value& y) {
-    const Value kx = sort_key(x, v[2], cs), ky = sort_key(y, v[2], cs);
+    const Value kx = v[2].is_none() ? sort_key(x, v[2], cs) : multi_sort_key(x, v[2], cs);
+    const Value ky = v[2].is_none() ? sort_key(y, v[2], cs) : multi_sort_key(y, v[2], cs);
     return rev ? less_than(ky, kx) : less_than(kx, ky);
   });
   return list_value(in, std::move(items));

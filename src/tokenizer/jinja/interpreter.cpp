@@ -25,9 +25,11 @@ void Scope::set(std::string_view name, Value v) {
 
 namespace {
 
-ScopePtr child_of(const ScopePtr& parent) {
+// A frame's scope, with the names that start unbound in it (scoping.h).
+ScopePtr child_of(const ScopePtr& parent, const std::vector<std::string>& unbound = {}) {
   auto s = std::make_shared<Scope>();
   s->parent = parent;
+  for (const std::string& name : unbound) s->vars.emplace_back(name, Value::undefined("'" + name + "' is undefined"));
   return s;
 }
 
@@ -86,7 +88,7 @@ Interpreter::~Interpreter() {
 }
 
 std::string Interpreter::render(const ScopePtr& globals) {
-  ScopePtr root = child_of(globals);
+  ScopePtr root = child_of(globals, program_.unbound_in_root);
   std::string out;
   exec_body(program_.body, root, out);
   return out;
@@ -109,9 +111,9 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const ScopePtr& scope
   return Flow::Normal;
 }
 
-std::string Interpreter::render_child(const Body& body, const ScopePtr& scope) {
+std::string Interpreter::render_child(const Stmt& s, const ScopePtr& scope) {
   std::string buf;
-  exec_body(body, child_of(scope), buf);
+  exec_body(s.body, child_of(scope, s.unbound_in_body), buf);
   return buf;
 }
 
@@ -160,23 +162,23 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const ScopePtr& scope, std::s
         return Flow::Normal;
       }
       case StmtKind::SetBlock: {
-        Value v(render_child(s.body, scope));
+        Value v(render_child(s, scope));
         if (s.filter) v = eval_filter(*s.filter, scope, &v);
         assign(s, v, *scope);
         return Flow::Normal;
       }
       case StmtKind::Macro: scope->set(s.targets[0], define_macro(s, scope)); return Flow::Normal;
       case StmtKind::FilterBlock: {
-        const Value body(render_child(s.body, scope));
+        const Value body(render_child(s, scope));
         append(to_str(eval_filter(*s.filter, scope, &body)));
         return Flow::Normal;
       }
       case StmtKind::With: {
-        ScopePtr inner = child_of(scope);
+        ScopePtr inner = child_of(scope, s.unbound_in_body);
         for (const auto& [name, expr] : s.assignments) inner->set(name, eval(*expr, scope));
         return exec_body(s.body, inner, out);
       }
-      case StmtKind::Scope: return exec_body(s.body, child_of(scope), out);
+      case StmtKind::Scope: return exec_body(s.body, child_of(scope, s.unbound_in_body), out);
       case StmtKind::Break: return Flow::Break;
       case StmtKind::Continue: return Flow::Continue;
     }
@@ -199,14 +201,19 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec_body(s.else_body, child_of(scope), out);
+  // Jinja runs the else block unless some iteration reached the end of its body:
+  // iterations that all end in break or continue count as none.
+  bool completed_an_iteration = false;
   for (size_t i = 0; i < items.size(); ++i) {
     budget_.charge(4);  // a scope and the loop object: a dozen allocations
-    ScopePtr iteration = child_of(scope);
+    ScopePtr iteration = child_of(scope, s.unbound_in_body);
     assign(s, items[i], *iteration);
     iteration->set("loop", make_loop(items, i));
-    if (exec_body(s.body, iteration, out) == Flow::Break) break;
+    const Flow f = exec_body(s.body, iteration, out);
+    if (f == Flow::Break) break;
+    completed_an_iteration = completed_an_iteration || f == Flow::Normal;
   }
+  if (!completed_an_iteration) return exec_body(s.else_body, child_of(scope, s.unbound_in_else), out);
   return Flow::Normal;
 }
 
@@ -387,7 +394,7 @@ Value Interpreter::call_macro(const Function& f, CallArgs& args) {
   if (args.pos.size() > n && !m.catch_varargs) {
     runtime_error("macro '" + f.name + "' takes not more than " + std::to_string(n) + " argument(s)");
   }
-  ScopePtr scope = child_of(closure);
+  ScopePtr scope = child_of(closure, m.unbound_in_body);
   std::vector<bool> given(n, false);
   for (size_t i = 0; i < n && i < args.pos.size(); ++i) {
     scope->set(m.params[i].name, args.pos[i]);

@@ -52,7 +52,7 @@ class Interpreter {
   Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out);
   Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
-  std::string render_child(const Body& body, const ScopePtr& scope);
+  std::string render_child(const Stmt& s, const ScopePtr& scope);  // a block set's or filter block's body
   void assign(const Stmt& s, const Value& v, Scope& scope);
 
   Value eval(const Expr& e, const ScopePtr& scope);

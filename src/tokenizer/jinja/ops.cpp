@@ -37,12 +37,9 @@ std::string missing_hint(const Value& obj, const Value& key) {
   return obj.object_type_repr() + " has no element " + repr(key);
 }
 
-std::optional<int64_t> slice_bound(const Value& v, bool& ok) {
+std::optional<int64_t> slice_bound(const Value& v) {
   if (v.is_none()) return std::nullopt;
-  if (!v.is_integral()) {
-    ok = false;
-    return std::nullopt;
-  }
+  if (!v.is_integral()) runtime_error("slice indices must be integers or None or have an __index__ method");
   return v.as_int();
 }
 
@@ -90,7 +87,8 @@ Value int_pow(int64_t base, int64_t exp) {
 
 double py_fmod(double a, double b) {
   double r = std::fmod(a, b);
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  if (r == 0) return std::copysign(0.0, b);  // Python: a zero result takes the divisor's sign
+  if ((r < 0) != (b < 0)) r += b;
   return r;
 }
 
@@ -207,15 +205,14 @@ Value get_item(const Value& obj, const Value& key) {
   return Value::undefined(missing_hint(obj, key));
 }
 
+// Jinja compiles slices to plain Python slicing (no sandbox fallback to Undefined).
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) fail_undefined(obj);
-  bool ok = true;
-  const auto b = slice_bound(start, ok);
-  const auto e = slice_bound(stop, ok);
-  const auto st = slice_bound(step, ok);
-  if (!ok || !(obj.is_sequence() || obj.is_string())) {
-    return Value::undefined("'" + obj.object_type_repr() + "' cannot be sliced with these bounds");
-  }
+  if (obj.is_dict()) runtime_error("unhashable type: 'slice'");
+  if (!(obj.is_sequence() || obj.is_string())) runtime_error("'" + obj.type_name() + "' object is not subscriptable");
+  const auto b = slice_bound(start);
+  const auto e = slice_bound(stop);
+  const auto st = slice_bound(step);
   const int64_t step_v = st.value_or(1);
   if (step_v == 0) runtime_error("slice step cannot be zero");
   if (obj.is_string()) {
@@ -235,6 +232,15 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 }
 
 Value binary_op(BinOp op, const Value& a, const Value& b, Budget& budget) {
+  if (op == BinOp::Mod && a.is_string()) {
+    // str % x is str.__mod__, so even an Undefined x is formatted (as ''). A
+    // single list, dict or Undefined counts as a mapping: unused, it is no error.
+    if (b.is_dict() && a.str().find("%(") != std::string::npos) unsupported("%(name)s formatting is not supported");
+    const bool mapping_like = b.is_list() || b.is_dict() || b.is_undefined();
+    std::string s = percent_format(a.str(), b.is_tuple() ? b.items() : std::vector<Value>{b}, a.is_markup(), mapping_like);
+    budget.charge_string(s.size());
+    return same_string_kind(a, std::move(s));
+  }
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   const bool nums = a.is_number() && b.is_number();
@@ -308,11 +314,6 @@ Value binary_op(BinOp op, const Value& a, const Value& b, Budget& budget) {
       return Value(std::floor(a.as_double() / b.as_double()));
     }
     case BinOp::Mod: {
-      if (a.is_string()) {
-        std::string s = percent_format(a.str(), b.is_tuple() ? b.items() : std::vector<Value>{b}, a.is_markup());
-        budget.charge_string(s.size());
-        return same_string_kind(a, std::move(s));
-      }
       if (ints) {
         const int64_t x = a.as_int(), y = b.as_int();
         if (y == 0) runtime_error("integer division or modulo by zero");
@@ -414,7 +415,8 @@ std::string c_format(const std::string& spec, T value) {
 
 }  // namespace
 
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args) {
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args,
+                           bool allow_unused) {
   std::string out;
   size_t next_arg = 0;
   auto take = [&]() -> const Value& {
@@ -462,6 +464,7 @@ std::string percent_format(const std::string& fmt, const std::vector<Value>& arg
       if (left) out.append(pad, ' ');
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       const Value& v = take();
+      if (v.is_undefined()) fail_undefined(v);
       if (!v.is_number()) runtime_error(std::string("%") + conv + " format: a number is required, not " + v.type_name());
       const double d = v.as_double();
       if (v.is_float() && !(d > -9.2e18 && d < 9.2e18)) runtime_error("%d format: number out of range");
@@ -469,13 +472,14 @@ std::string percent_format(const std::string& fmt, const std::vector<Value>& arg
       out += c_format(spec + "ll" + (conv == 'i' ? 'd' : conv), static_cast<long long>(n));
     } else if (std::string_view("fFeEgG").find(conv) != std::string_view::npos) {
       const Value& v = take();
+      if (v.is_undefined()) fail_undefined(v);
       if (!v.is_number()) runtime_error(std::string("%") + conv + " format: a real number is required, not " + v.type_name());
       out += c_format(spec + conv, v.as_double());
     } else {
       runtime_error(std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (next_arg < args.size()) runtime_error("not all arguments converted during string formatting");
+  if (next_arg < args.size() && !allow_unused) runtime_error("not all arguments converted during string formatting");
   return out;
 }
 

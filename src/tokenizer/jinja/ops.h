@@ -62,8 +62,10 @@ bool compare(CmpOp op, const Value& a, const Value& b);
 // `item in container`.
 bool contains(const Value& container, const Value& item);
 // Python's `fmt % args` for the conversions templates use (%s %r %d %i %f %x %%).
-// With escape_args (Markup % args), string arguments are HTML-escaped.
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args = false);
+// With escape_args (Markup % args), string arguments are HTML-escaped; with
+// allow_unused, leftover arguments are no error (Python's mapping case).
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool escape_args = false,
+                           bool allow_unused = false);
 
 // markupsafe.escape: & < > " ' as HTML entities.
 std::string escape_html(std::string_view s);

@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/scoping.h"
 
 namespace tokamak::jinja {
 
@@ -756,6 +757,7 @@ class Parser {
 std::unique_ptr<Program> parse_template(std::string_view source) {
   auto program = std::make_unique<Program>(normalize_newlines(source));
   program->body = Parser(*program).parse();
+  mark_unbound_locals(*program);
   return program;
 }
 

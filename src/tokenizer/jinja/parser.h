@@ -18,11 +18,13 @@ struct Program {
   explicit Program(std::string normalized_source) : map(std::move(normalized_source)) {}
   SourceMap map;
   Body body;
+  std::vector<std::string> unbound_in_root;  // see scoping.h
 };
 
 // Parses template text (any bytes). Throws TemplateError: Syntax for malformed
 // text, Unsupported for Jinja features outside the chat-template subset, Limit
 // for nesting deeper than kMaxNesting.
+// Also runs the scope analysis of scoping.h.
 std::unique_ptr<Program> parse_template(std::string_view source);
 
 }  // namespace tokamak::jinja
