@@ -59,8 +59,11 @@ int logits_main(int argc, char** argv) {
     throw Error(std::to_string(ids.size()) + " tokens exceed the model's context length " + std::to_string(c.n_ctx_train));
   }
   ThreadPool pool(static_cast<int>(args.get_int("--threads", 1, 1, 1024)));
-  constexpr int32_t kBlockSize = 16;
-  kv::KvCache kv(kv_layout_for(c, kBlockSize), static_cast<int32_t>((ids.size() + kBlockSize - 1) / kBlockSize));
+  // F32 KV like the reference fixtures of ../shared/fixtures/logits.
+  kv::KvFormat format;
+  format.k_type = format.v_type = kernels::KvType::F32;
+  kv::KvCache kv(kv_layout_for(c, format),
+                 static_cast<int32_t>((ids.size() + format.block_size - 1) / format.block_size));
   Forward forward(model, pool);
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));
