@@ -252,9 +252,9 @@ TEST(Attention, QuantizedStorageStaysWithinItsFormatsBounds) {
     float bound;
   };
   const Bound bounds[] = {
-      {KvType::F16, KvType::F16, 0, 2e-3f},  {KvType::BF16, KvType::BF16, 0, 2e-2f},
+      {KvType::F16, KvType::F16, 0, 1e-3f},  {KvType::BF16, KvType::BF16, 0, 1e-2f},
       {KvType::Q8, KvType::Q8, 0, 2e-2f},    {KvType::Q4, KvType::Q4, 0, 2e-1f},
-      {KvType::Q8, KvType::Q4, 0, 1.5e-1f},  {KvType::Q4, KvType::Q4, 64, 2e-1f},
+      {KvType::Q8, KvType::Q4, 0, 1e-1f},  {KvType::Q4, KvType::Q4, 64, 2e-1f},
   };
   std::mt19937 rng(9);
   for (const Bound& b : bounds) {
