@@ -60,7 +60,7 @@ Setup make_setup(KvType k, KvType v, int recent, int64_t ctx) {
 void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent) {
   const int64_t ctx = state.range(0);
   Setup s = make_setup(k, v, recent, ctx);
-  const kernels::AttentionDims dims{kHeads, kKvHeads, kHeadDim};
+  const kernels::AttentionParams dims{kHeads, kKvHeads, kHeadDim};
   const kernels::KvView view = s.cache->view(0, 0);
   const float* q = s.q.data();
   float* out = s.out.data();

@@ -74,10 +74,18 @@ class ByteReader {
   size_t pos() const { return pos_; }
   size_t size() const { return bytes_.size(); }
   size_t remaining() const { return bytes_.size() - pos_; }
-  void set_field(std::string field) { field_ = std::move(field); }
-  const std::string& field() const { return field_; }
+  void set_field(std::string field) {
+    field_ = std::move(field);
+    element_ = kNoElement;
+  }
+  // The array element being read (named in errors); a store, so cheap per element.
+  void set_element(uint64_t i) { element_ = i; }
+  void clear_element() { element_ = kNoElement; }
 
-  [[noreturn]] void fail(const std::string& msg) const { throw Error(file_ + ": " + field_ + ": " + msg); }
+  [[noreturn]] void fail(const std::string& msg) const {
+    const std::string element = element_ == kNoElement ? "" : " element " + std::to_string(element_);
+    throw Error(file_ + ": " + field_ + element + ": " + msg);
+  }
 
   void need(size_t n, std::string_view what) const {
     if (n > remaining()) {
@@ -120,7 +128,9 @@ class ByteReader {
  private:
   std::span<const std::byte> bytes_;
   const std::string& file_;
+  static constexpr uint64_t kNoElement = ~uint64_t{0};
   std::string field_ = "header";
+  uint64_t element_ = kNoElement;
   size_t pos_ = 0;
 };
 
@@ -192,7 +202,11 @@ GgufValue read_value(ByteReader& r, GgufType type) {
   r.check_count(n, elem_bytes, "array length");
   if (v.elem_type == GgufType::STRING) {
     v.strings.reserve(static_cast<size_t>(n));
-    for (uint64_t k = 0; k < n; ++k) v.strings.emplace_back(r.read_string("string array element"));
+    for (uint64_t k = 0; k < n; ++k) {
+      r.set_element(k);
+      v.strings.emplace_back(r.read_string("string"));
+    }
+    r.clear_element();
   } else {
     if (is_integer(v.elem_type)) {
       v.ints.reserve(static_cast<size_t>(n));
@@ -200,7 +214,11 @@ GgufValue read_value(ByteReader& r, GgufType type) {
       v.floats.reserve(static_cast<size_t>(n));
     }
     ArraySink sink{v};
-    for (uint64_t k = 0; k < n; ++k) read_scalar(r, v.elem_type, sink);
+    for (uint64_t k = 0; k < n; ++k) {
+      r.set_element(k);
+      read_scalar(r, v.elem_type, sink);
+    }
+    r.clear_element();
   }
   return v;
 }

@@ -40,8 +40,6 @@ Llama2cCheckpoint Llama2cCheckpoint::open(const std::filesystem::path& path) {
   c.n_layers = h[2];
   c.n_heads = h[3];
   c.n_kv_heads = h[4];
-  c.vocab_size = h[5] < 0 ? -h[5] : h[5];
-  c.shared_classifier = h[5] > 0;
   c.seq_len = h[6];
   const char* fields[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
   for (int i = 0; i < 7; ++i) {
@@ -51,6 +49,8 @@ Llama2cCheckpoint Llama2cCheckpoint::open(const std::filesystem::path& path) {
                   " is out of range");
     }
   }
+  c.vocab_size = std::abs(h[5]);  // negative: a separate classifier follows
+  c.shared_classifier = h[5] > 0;
   if (c.dim % c.n_heads != 0) {
     throw Error(name + ": dim " + std::to_string(c.dim) + " is not divisible by n_heads " +
                 std::to_string(c.n_heads));

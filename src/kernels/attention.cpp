@@ -8,13 +8,13 @@
 namespace tokamak::kernels {
 
 // The per-ISA tile loops (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp).
-void attention_chunk_scalar(const AttentionDims&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_scalar(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #if TOKAMAK_HAVE_X86_SIMD
-void attention_chunk_avx2(const AttentionDims&, const KvView&, const QueryTile&, int64_t, float*);
-void attention_chunk_avx512(const AttentionDims&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx512(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #endif
 
-void attention_reset(const AttentionDims& dims, int64_t n_queries, float* state) {
+void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state) {
   const int64_t sf = attention_state_floats(dims);
   for (int64_t q = 0; q < n_queries; ++q) {
     state[q * sf] = -std::numeric_limits<float>::infinity();
@@ -28,7 +28,7 @@ int64_t attention_chunks(const QueryTile& tile) {
   return (max_pos + kKeyChunk) / kKeyChunk;
 }
 
-void attention_chunk(Isa isa, const AttentionDims& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial) {
 #if TOKAMAK_HAVE_X86_SIMD
   if (isa == Isa::Avx512 && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);
@@ -37,7 +37,7 @@ void attention_chunk(Isa isa, const AttentionDims& dims, const KvView& kv, const
   attention_chunk_scalar(dims, kv, tile, chunk, partial);
 }
 
-void attention_fold(const AttentionDims& dims, int64_t n_queries, const float* partial, float* running) {
+void attention_fold(const AttentionParams& dims, int64_t n_queries, const float* partial, float* running) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t sf = attention_state_floats(dims);
   for (int64_t q = 0; q < n_queries; ++q) {
@@ -56,7 +56,7 @@ void attention_fold(const AttentionDims& dims, int64_t n_queries, const float* p
   }
 }
 
-void attention_finish(const AttentionDims& dims, const QueryTile& tile, const float* running, float* const* out) {
+void attention_finish(const AttentionParams& dims, const QueryTile& tile, const float* running, float* const* out) {
   const int d = dims.head_dim;
   const int group = dims.group();
   const int64_t sf = attention_state_floats(dims);
@@ -71,7 +71,7 @@ void attention_finish(const AttentionDims& dims, const QueryTile& tile, const fl
   }
 }
 
-void attention(Isa isa, const AttentionDims& dims, const KvView& kv, const QueryTile& tile, float* const* out,
+void attention(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, float* const* out,
                float* scratch) {
   const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * dims.group();
   float* running = scratch;
@@ -85,15 +85,16 @@ void attention(Isa isa, const AttentionDims& dims, const KvView& kv, const Query
   attention_finish(dims, tile, running, out);
 }
 
-void attention_ref(const AttentionDims& dims, const KvView& kv, const float* q, int64_t pos, float* out) {
+void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q, int64_t pos, float* out) {
   const int d = dims.head_dim;
   const int group = dims.group();
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t n = pos + 1;
+  const int64_t first = dims.first_key(pos);
   std::vector<float> k(static_cast<size_t>(n * d)), v(static_cast<size_t>(n * d));
-  std::vector<double> scores(static_cast<size_t>(n));
+  std::vector<double> scores(static_cast<size_t>(n), -std::numeric_limits<double>::infinity());
   for (int kvh = 0; kvh < dims.n_kv_heads; ++kvh) {
-    for (int64_t p = 0; p < n; ++p) {
+    for (int64_t p = first; p < n; ++p) {
       const KvPages& kp = p >= kv.k_recent_begin ? kv.recent : kv.main;
       const KvPages& vp = p >= kv.v_recent_begin ? kv.recent : kv.main;
       dequantize_kv_row(kp.k_type, kp.k_row(p, kvh), d, k.data() + p * d);
@@ -102,18 +103,20 @@ void attention_ref(const AttentionDims& dims, const KvView& kv, const float* q, 
     for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
       const float* qh = q + static_cast<int64_t>(h) * d;
       double max_score = -std::numeric_limits<double>::infinity();
-      for (int64_t p = 0; p < n; ++p) {
+      for (int64_t p = first; p < n; ++p) {
         double dot = 0.0;
         for (int i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * k[static_cast<size_t>(p * d + i)];
-        scores[static_cast<size_t>(p)] = dot * scale;
-        max_score = std::max(max_score, dot * scale);
+        double s = dot * scale;
+        if (dims.softcap > 0.0f) s = dims.softcap * std::tanh(s / dims.softcap);
+        scores[static_cast<size_t>(p)] = s;
+        max_score = std::max(max_score, s);
       }
       double sum = 0.0;
-      for (double& s : scores) sum += (s = std::exp(s - max_score));
+      for (int64_t p = first; p < n; ++p) sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
       float* oh = out + static_cast<int64_t>(h) * d;
       for (int i = 0; i < d; ++i) {
         double acc = 0.0;
-        for (int64_t p = 0; p < n; ++p) acc += scores[static_cast<size_t>(p)] * v[static_cast<size_t>(p * d + i)];
+        for (int64_t p = first; p < n; ++p) acc += scores[static_cast<size_t>(p)] * v[static_cast<size_t>(p * d + i)];
         oh[i] = static_cast<float>(acc / sum);
       }
     }

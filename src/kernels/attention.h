@@ -59,11 +59,15 @@ struct KvView {
   int64_t v_recent_begin = kNone;
 };
 
-struct AttentionDims {
+struct AttentionParams {
   int n_heads = 0;
   int n_kv_heads = 0;  // divides n_heads
   int head_dim = 0;    // <= kMaxHeadDim
+  float softcap = 0.0f;  // > 0: scores s -> softcap * tanh(s / softcap) (gemma-2)
+  int32_t window = 0;    // > 0: a query at p attends keys [p + 1 - window, p] only (sliding window)
   int group() const { return n_heads / n_kv_heads; }
+  // The first key a query at `pos` attends.
+  int64_t first_key(int64_t pos) const { return window > 0 && pos + 1 > window ? pos + 1 - window : 0; }
 };
 
 // The queries of one task: n_tokens query tokens of one sequence, each with
@@ -82,36 +86,38 @@ constexpr int64_t kKeyChunk = 512;  // keys per partial: the unit of flash-decod
 // Floats of online-softmax state per query, laid out [m, l, acc[head_dim]]:
 // m the running max of scores, l the sum of exp(score - m), acc the sum of
 // exp(score - m) * v. A state buffer holds n_tokens * group of them, query order.
-inline int64_t attention_state_floats(const AttentionDims& d) { return d.head_dim + 2; }
-inline int64_t attention_tile_state_floats(const AttentionDims& d, int n_tokens) {
+inline int64_t attention_state_floats(const AttentionParams& d) { return d.head_dim + 2; }
+inline int64_t attention_tile_state_floats(const AttentionParams& d, int n_tokens) {
   return attention_state_floats(d) * n_tokens * d.group();
 }
 // Sets n_queries states to the empty state (m = -inf, l = 0, acc = 0).
-void attention_reset(const AttentionDims& dims, int64_t n_queries, float* state);
+void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state);
 // Chunks a tile's keys span: ceil((max position + 1) / kKeyChunk).
 int64_t attention_chunks(const QueryTile& tile);
 
 // partial = the online softmax of every query of `tile` over the keys of chunk
-// `chunk` (positions [chunk * kKeyChunk, (chunk + 1) * kKeyChunk), causal). A
-// query with no key in the chunk gets the empty state (m = -inf, l = 0, acc = 0).
+// `chunk` (positions [chunk * kKeyChunk, (chunk + 1) * kKeyChunk), causal, and
+// within the sliding window). A query with no key in the chunk gets the empty
+// state (m = -inf, l = 0, acc = 0).
 // Uses `isa`, or a narrower one when head_dim is not a multiple of its width.
-void attention_chunk(Isa isa, const AttentionDims& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial);
 // running = running (+) partial for n_queries states: the merge of two online
 // softmaxes, rescaled to their common max. Folding into the empty state copies.
-void attention_fold(const AttentionDims& dims, int64_t n_queries, const float* partial, float* running);
+void attention_fold(const AttentionParams& dims, int64_t n_queries, const float* partial, float* running);
 // out[i] + h * head_dim = acc / l of every query (token i, head h) of the tile.
-void attention_finish(const AttentionDims& dims, const QueryTile& tile, const float* running, float* const* out);
+void attention_finish(const AttentionParams& dims, const QueryTile& tile, const float* running, float* const* out);
 
 // The whole attention of a tile: chunks in order, folded, finished. scratch:
 // 2 * attention_tile_state_floats floats.
-void attention(Isa isa, const AttentionDims& dims, const KvView& kv, const QueryTile& tile, float* const* out,
+void attention(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, float* const* out,
                float* scratch);
 
-// Scalar reference: out[h] = softmax(q[h] . K[0..pos]^T / sqrt(head_dim)) V for
-// every query head h of one query token at position pos, with the scores
+// Scalar reference: out[h] = softmax(q[h] . K[first..pos]^T / sqrt(head_dim)) V
+// (first = params.first_key(pos), scores soft-capped when params.softcap > 0)
+// for every query head h of one query token at position pos, with the scores
 // materialized and the softmax and weighted sum taken in double. K/V are read
 // through dequantize_kv_row. q, out: [n_heads, head_dim].
-void attention_ref(const AttentionDims& dims, const KvView& kv, const float* q, int64_t pos, float* out);
+void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q, int64_t pos, float* out);
 
 }  // namespace tokamak::kernels

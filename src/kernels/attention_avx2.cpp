@@ -134,7 +134,7 @@ struct Avx2Ops {
 
 }  // namespace
 
-void attention_chunk_avx2(const AttentionDims& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+void attention_chunk_avx2(const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                           float* partial) {
   detail::chunk_kernel<Avx2Ops>(dims, kv, tile, chunk, partial);
 }

@@ -137,7 +137,7 @@ struct Avx512Ops {
 
 }  // namespace
 
-void attention_chunk_avx512(const AttentionDims& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+void attention_chunk_avx512(const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                             float* partial) {
   detail::chunk_kernel<Avx512Ops>(dims, kv, tile, chunk, partial);
 }

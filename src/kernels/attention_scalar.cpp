@@ -40,7 +40,7 @@ struct ScalarOps {
 
 }  // namespace
 
-void attention_chunk_scalar(const AttentionDims& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+void attention_chunk_scalar(const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                             float* partial) {
   detail::chunk_kernel<ScalarOps>(dims, kv, tile, chunk, partial);
 }

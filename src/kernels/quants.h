@@ -30,8 +30,8 @@ bool can_quantize(DType t);
 // tokamak::Error (naming the type) for an unsupported type or a bad n.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
-// Stores src[0..n) at dst in type t: row_bytes(t, n) bytes. Same rules for n,
-// alignment and errors as dequantize_row. Every block is quantized on its own,
+// Stores src[0..n) (finite values) at dst in type t: row_bytes(t, n) bytes.
+// Same rules for n, alignment and errors as dequantize_row. Every block is quantized on its own,
 // so a row may be quantized in pieces of whole blocks with the same result.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 

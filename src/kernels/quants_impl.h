@@ -24,9 +24,9 @@ void store_block(void* blocks, int64_t i, const Block& b) {
 }
 
 // ggml's nearest_int: adding 1.5 * 2^23 leaves round(x) (ties to even) in the
-// low mantissa bits. Valid for |x| <= 2^22 - 1, which every caller guarantees
-// by clamping its inputs' range; it is also how ggml breaks ties, which
-// matters for bit-exact output.
+// low mantissa bits. Exact for |x| < 2^22; past that (which ggml's scale
+// searches can reach) it returns the same bits as ggml's, which is what
+// bit-exact output needs.
 inline int nearest_int(float x) {
   const float v = x + 12582912.0f;
   int32_t bits;

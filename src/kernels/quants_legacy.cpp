@@ -171,8 +171,8 @@ void quant_q5_1(const float* src, void* dst, int64_t nb) {
     b.d = fp32_to_fp16(d);
     b.m = fp32_to_fp16(min);
     uint8_t l[kQK];
-    // (max - min) * id can exceed 31 by an ulp; ggml keeps the low 5 bits of
-    // the rounded value, which never exceeds 31 since the sum stays below 32.
+    // Unclamped like ggml: (src - min) * id + 0.5 stays below 32 because
+    // (max - min) * id exceeds 31 by an ulp at most; only the low 5 bits are stored.
     for (int j = 0; j < kQK; ++j) l[j] = static_cast<uint8_t>(static_cast<int>((src[j] - min) * id + 0.5f) & 31);
     pack_q5(l, b.qs, b.qh);
     store_block(dst, i, b);

@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -8,9 +9,17 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
+#include "kernels/rope.h"
 
 namespace tokamak {
 namespace {
+
+// rows[t, i] += bias[i] for each of n rows of `width` values.
+void add_bias(float* rows, const float* bias, int64_t n, int64_t width) {
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < width; ++i) rows[t * width + i] += bias[i];
+  }
+}
 
 template <typename T>
 void ensure_size(std::vector<T>& v, int64_t n) {
@@ -41,6 +50,7 @@ void Forward::grow(int64_t n, int64_t n_out) {
   ensure_size(up_, n * c.n_ff);
   ensure_size(out_in_, n_out * c.n_embd);
   ensure_size(logits_, n_out * c.n_vocab);
+  ensure_size(rope_cos_sin_, c.rope_dim);
 }
 
 void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
@@ -99,6 +109,11 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     kernels::dequantize_row(w.token_embd.type, w.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
                             x_.data() + t * d, d);
   }
+  if (c.embedding_scale != 1.0f) {
+    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] *= c.embedding_scale;
+  }
+  kernels::RopeParams rope = c.rope_params();
+  if (c.rope_freq_factors) rope.freq_factors = w.rope_freqs.f32();
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // Attention sub-block.
@@ -108,10 +123,15 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     kernels::matmul(lw.wq, xb_.data(), n, q_.data(), pool_);
     kernels::matmul(lw.wk, xb_.data(), n, k_.data(), pool_);
     kernels::matmul(lw.wv, xb_.data(), n, v_.data(), pool_);
+    if (c.qkv_bias) {
+      add_bias(q_.data(), lw.bq.f32(), n, c.q_dim());
+      add_bias(k_.data(), lw.bk.f32(), n, c.kv_dim());
+      add_bias(v_.data(), lw.bv.f32(), n, c.kv_dim());
+    }
     for (int64_t t = 0; t < n; ++t) {
-      const int32_t pos = batch.positions[static_cast<size_t>(t)];
-      kernels::rope_norm(q_.data() + t * c.q_dim(), c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
-      kernels::rope_norm(k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
+      kernels::rope_cache(rope, batch.positions[static_cast<size_t>(t)], rope_cos_sin_.data());
+      kernels::rope_apply(rope, rope_cos_sin_.data(), q_.data() + t * c.q_dim(), c.n_heads, c.head_dim);
+      kernels::rope_apply(rope, rope_cos_sin_.data(), k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim);
     }
     attention_layer(batch, kv, l);
     kernels::matmul(lw.wo, att_.data(), n, proj_.data(), pool_);
@@ -134,6 +154,12 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     ++o;
   }
   kernels::matmul(w.output, out_in_.data(), n_out, logits_.data(), pool_);
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    for (int64_t i = 0; i < n_out * c.n_vocab; ++i) {
+      logits_[static_cast<size_t>(i)] = cap * std::tanh(logits_[static_cast<size_t>(i)] / cap);
+    }
+  }
   for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
     if (new_lengths_[seq] >= 0) kv.set_length(static_cast<int32_t>(seq), new_lengths_[seq]);
   }

@@ -48,6 +48,7 @@ class Forward {
   std::vector<float> up_;      // [n, n_ff]
   std::vector<float> out_in_;  // [n_out, n_embd] final-normed rows that want logits
   std::vector<float> logits_;  // [n_out, n_vocab]
+  std::vector<float> rope_cos_sin_;  // [rope_dim] cos/sin of one position's angles
   PagedAttention attention_;
   std::vector<int64_t> new_lengths_;  // per sequence id touched by the batch
   std::vector<int64_t> first_writes_;  // per sequence id: lowest position the batch writes

@@ -6,7 +6,7 @@
 namespace tokamak {
 
 void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float* q, float* out, int n_threads) {
-  dims_ = {c.n_heads, c.n_kv_heads, c.head_dim};
+  params_ = {c.n_heads, c.n_kv_heads, c.head_dim, c.attn_logit_softcap, c.sliding_window};
   const int32_t n = static_cast<int32_t>(batch.size());
   // The batch's tokens grouped by sequence, in batch order within each.
   std::vector<int32_t>& order = order_;
@@ -44,7 +44,7 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
     tile.n_chunks = kernels::attention_chunks(query_tile(tile, 0));
     if (split && tile.n_chunks > 1) {
       tile.partials = partial_floats;
-      partial_floats += tile.n_chunks * c.n_kv_heads * kernels::attention_tile_state_floats(dims_, tile.n_tokens);
+      partial_floats += tile.n_chunks * c.n_kv_heads * kernels::attention_tile_state_floats(params_, tile.n_tokens);
       split_tiles_.push_back(ti);
       for (int h = 0; h < c.n_kv_heads; ++h) {
         for (int64_t ch = 0; ch < tile.n_chunks; ++ch) tasks_.push_back({ti, h, ch});
@@ -55,7 +55,7 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
     }
   }
   if (static_cast<int64_t>(partials_.size()) < partial_floats) partials_.resize(static_cast<size_t>(partial_floats));
-  scratch_stride_ = 2 * kernels::attention_tile_state_floats(dims_, kQueryTile);
+  scratch_stride_ = 2 * kernels::attention_tile_state_floats(params_, kQueryTile);
   const size_t scratch = static_cast<size_t>(scratch_stride_ * n_threads);
   if (scratch_.size() < scratch) scratch_.resize(scratch);
 }
@@ -71,7 +71,7 @@ kernels::QueryTile PagedAttention::query_tile(const Tile& t, int kv_head) const 
 
 void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, const float* k, const float* v,
                          ThreadPool& pool) {
-  const int64_t kv_dim = static_cast<int64_t>(dims_.n_kv_heads) * dims_.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(params_.n_kv_heads) * params_.head_dim;
   for (int64_t t = 0; t < batch.size(); ++t) {
     kv.write(batch.seq_ids[static_cast<size_t>(t)], layer, batch.positions[static_cast<size_t>(t)], k + t * kv_dim,
              v + t * kv_dim);
@@ -87,30 +87,30 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
       const kernels::QueryTile qt = query_tile(tile, task.kv_head);
       const kernels::KvView& view = views_[static_cast<size_t>(task.tile)];
       if (task.chunk < 0) {
-        kernels::attention(isa_, dims_, view, qt, out_rows_.data() + tile.first, scratch);
+        kernels::attention(isa_, params_, view, qt, out_rows_.data() + tile.first, scratch);
       } else {
-        const int64_t state = kernels::attention_tile_state_floats(dims_, tile.n_tokens);
+        const int64_t state = kernels::attention_tile_state_floats(params_, tile.n_tokens);
         float* partial = partials_.data() + tile.partials + (task.kv_head * tile.n_chunks + task.chunk) * state;
-        kernels::attention_chunk(isa_, dims_, view, qt, task.chunk, partial);
+        kernels::attention_chunk(isa_, params_, view, qt, task.chunk, partial);
       }
     }
   });
   if (split_tiles_.empty()) return;
   // Fold the chunk partials of split tiles, in chunk order.
-  const int64_t n_folds = static_cast<int64_t>(split_tiles_.size()) * dims_.n_kv_heads;
+  const int64_t n_folds = static_cast<int64_t>(split_tiles_.size()) * params_.n_kv_heads;
   pool.parallel_for(n_folds, [&](int64_t begin, int64_t end, int thread) {
     float* running = scratch_.data() + thread * scratch_stride_;
     for (int64_t i = begin; i < end; ++i) {
-      const Tile& tile = tiles_[static_cast<size_t>(split_tiles_[static_cast<size_t>(i / dims_.n_kv_heads)])];
-      const int kv_head = static_cast<int>(i % dims_.n_kv_heads);
-      const int64_t state = kernels::attention_tile_state_floats(dims_, tile.n_tokens);
-      const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * dims_.group();
-      kernels::attention_reset(dims_, n_queries, running);
+      const Tile& tile = tiles_[static_cast<size_t>(split_tiles_[static_cast<size_t>(i / params_.n_kv_heads)])];
+      const int kv_head = static_cast<int>(i % params_.n_kv_heads);
+      const int64_t state = kernels::attention_tile_state_floats(params_, tile.n_tokens);
+      const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * params_.group();
+      kernels::attention_reset(params_, n_queries, running);
       for (int64_t ch = 0; ch < tile.n_chunks; ++ch) {
         const float* partial = partials_.data() + tile.partials + (kv_head * tile.n_chunks + ch) * state;
-        kernels::attention_fold(dims_, n_queries, partial, running);
+        kernels::attention_fold(params_, n_queries, partial, running);
       }
-      kernels::attention_finish(dims_, query_tile(tile, kv_head), running, out_rows_.data() + tile.first);
+      kernels::attention_finish(params_, query_tile(tile, kv_head), running, out_rows_.data() + tile.first);
     }
   });
 }

@@ -53,7 +53,7 @@ class PagedAttention {
   kernels::QueryTile query_tile(const Tile& t, int kv_head) const;
 
   kernels::Isa isa_;
-  kernels::AttentionDims dims_;
+  kernels::AttentionParams params_;
   std::vector<int32_t> order_;  // batch indices grouped by sequence
   std::vector<const float*> q_rows_;
   std::vector<float*> out_rows_;

@@ -50,7 +50,8 @@ class Candidates {
   // follow in unspecified order. Partial selection: O(n log k), not a full sort.
   void sort_prefix(size_t k);
 
-  // Index of the first candidate in logit_before order (max logit, lowest id); throws Error on an empty set or all -inf.
+  // Index of the first candidate in logit_before order (max logit, lowest id).
+  // Throws Error on an empty set or when all are -inf.
   size_t argmax() const;
 
   bool sorted = false;           // all of [0, size) is in logit_before order

@@ -5,7 +5,6 @@
 #include <deque>
 #include <unordered_map>
 
-#include "core/error.h"
 #include "sampling/param_check.h"
 #include "sampling/samplers.h"
 

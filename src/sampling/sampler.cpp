@@ -121,7 +121,8 @@ std::unique_ptr<Sampler> make_sampler(const SamplingParams& p, int32_t n_vocab) 
   if (!p.logit_bias.empty()) chain->add(make_logit_bias(n_vocab, p.logit_bias));
 
   if (p.rng == SamplingParams::Rng::Llama2c) {
-    chain->add(make_llama2c(p.temperature, p.top_p, resolve_seed(p.seed)));
+    // run.c takes a seed of 0 to mean "seed from the clock" (a zero xorshift state never moves).
+    chain->add(make_llama2c(p.temperature, p.top_p, resolve_seed(p.seed == 0 ? kRandomSeed : p.seed)));
   } else if (p.temperature <= 0.0f) {
     chain->add(make_greedy());
   } else {

@@ -32,7 +32,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;  // OpenAI: logit -= count * it
   float presence_penalty = 0.0f;   // OpenAI: logit -= (count > 0) * it
   std::vector<std::pair<int32_t, float>> logit_bias;  // token -> added to its logit; -inf bans it
-  uint64_t seed = kRandomSeed;
+  uint64_t seed = kRandomSeed;  // with Rng::Llama2c, 0 is random too (as in run.c)
   int n_probs = 0;  // how many top logprobs last_logprobs() reports
   // Llama2c: llama2.c's xorshift RNG and its exact procedure (temperature, softmax,
   // sample_mult or sample_topp); top_k, min_p and typical_p are not used.

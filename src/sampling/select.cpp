@@ -1,5 +1,4 @@
 // Selecting samplers: greedy and dist (draw from the softmax).
-#include "core/error.h"
 #include "sampling/rng.h"
 #include "sampling/samplers.h"
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
 #include "sampling/param_check.h"
 #include "sampling/samplers.h"
 
@@ -50,7 +49,8 @@ class TopP final : public Sampler {
       return false;
     };
     if (cur.sorted) {
-      for (size_t i = 0; i < cur.size() && !visit(i); ++i) {
+      for (size_t i = 0; i < cur.size(); ++i) {
+        if (visit(i)) break;
       }
     } else {
       walk_in_order(cur.begin(), cur.end(), logit_before, visit);

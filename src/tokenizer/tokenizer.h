@@ -33,6 +33,12 @@ class Tokenizer {
   // <unk> = 0, <s> = 1, </s> = 2 as run.c assumes; "<0xNN>" pieces are bytes.
   static Tokenizer from_llama2c(const io::Llama2cVocab& vocab);
 
+  // Move-only: the tables are large; share one Tokenizer by reference.
+  Tokenizer(Tokenizer&&) noexcept = default;
+  Tokenizer& operator=(Tokenizer&&) noexcept = default;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
   // Token ids of `text`, BOS first when `add_bos`. With `parse_special`,
   // control-token texts in `text` (e.g. "</s>") become those tokens, as in
   // llama_tokenize(..., parse_special); user-defined tokens are always matched.

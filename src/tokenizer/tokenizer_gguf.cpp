@@ -1,6 +1,7 @@
 // A Tokenizer from a GGUF file's tokenizer.ggml.* keys. Every array length, id
 // and type is checked here, so encode/decode can index the tables freely.
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 

@@ -25,10 +25,10 @@ Tokenizer Tokenizer::from_llama2c(const io::Llama2cVocab& source) {
   }
   const auto n_vocab = static_cast<int32_t>(n);
   // run.c hard-codes <unk> = 0, <s> = 1, </s> = 2 (pieces "<unk>", "\n<s>\n", "\n</s>\n").
-  vocab.unk = n_vocab > 0 ? 0 : -1;
+  vocab.unk = 0;
   vocab.bos = n_vocab > 1 ? 1 : -1;
   vocab.eos = n_vocab > 2 ? 2 : -1;
-  if (vocab.unk >= 0) vocab.types[0] = TokenType::Unknown;
+  vocab.types[0] = TokenType::Unknown;
   if (vocab.bos >= 0) vocab.types[1] = TokenType::Control;
   if (vocab.eos >= 0) vocab.types[2] = TokenType::Control;
   Tokenizer tokenizer(Kind::Llama2c, std::move(vocab));

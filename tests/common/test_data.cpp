@@ -17,7 +17,7 @@ namespace tokamak::testing {
 
 std::filesystem::path test_data_dir() {
   if (const char* dir = std::getenv("TOKAMAK_TEST_DATA"); dir != nullptr && *dir != '\0') return dir;
-  return std::filesystem::path("..") / "shared";
+  return TOKAMAK_DEFAULT_TEST_DATA;
 }
 
 std::filesystem::path test_data(const std::string& relative) {
@@ -28,7 +28,7 @@ std::filesystem::path test_data(const std::string& relative) {
 
 std::filesystem::path tokamak_bin() {
   if (const char* bin = std::getenv("TOKAMAK_BIN"); bin != nullptr && *bin != '\0') return bin;
-  throw std::runtime_error("TOKAMAK_BIN is not set (run the tests through ctest)");
+  return TOKAMAK_DEFAULT_BIN;
 }
 
 std::vector<float> read_f32_file(const std::filesystem::path& path) {

@@ -7,11 +7,11 @@
 
 namespace tokamak::testing {
 
-// $TOKAMAK_TEST_DATA, else ../shared beside the checkout (set by CMake for ctest).
+// $TOKAMAK_TEST_DATA, else ../shared beside the checkout (resolved by CMake).
 std::filesystem::path test_data_dir();
 // test_data_dir() / relative; the test fails (GTEST_SKIP is not used: missing data is an error).
 std::filesystem::path test_data(const std::string& relative);
-// The tokamak executable ($TOKAMAK_BIN, set by CMake for ctest).
+// The tokamak executable: $TOKAMAK_BIN, else the one this build made.
 std::filesystem::path tokamak_bin();
 std::vector<float> read_f32_file(const std::filesystem::path& path);
 std::string read_text_file(const std::filesystem::path& path);

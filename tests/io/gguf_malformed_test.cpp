@@ -211,8 +211,8 @@ TEST(GgufMalformed, MetadataValues) {
   EXPECT_ERROR(Raw().header(3, 0, 1).str("arr").u32(9).u32(10).u64(uint64_t{1} << 62).zeros(8).b,
                "array length 4611686018427387904 is impossible");
   EXPECT_ERROR(Raw().header(3, 0, 1).str("arr").u32(9).u32(8).u64(2).str("a").u64(k2p60).b, "key 'arr'",
-               "string array element length 1152921504606846976 exceeds");
-  EXPECT_ERROR(Raw().header(3, 0, 1).str("arr").u32(9).u32(7).u64(3).u8(1).u8(0).u8(5).b, "key 'arr'", "bool value 5");
+               "key 'arr' element 1: string length 1152921504606846976 exceeds");
+  EXPECT_ERROR(Raw().header(3, 0, 1).str("arr").u32(9).u32(7).u64(3).u8(1).u8(0).u8(5).b, "key 'arr' element 2: bool value 5");
   EXPECT_ERROR(Raw().header(3, 0, 3).kv_u32("dup", 1).kv_u32("other", 2).kv_u32("dup", 3).b,
                "duplicate key 'dup' (entries #0 and #2)");
 }

@@ -84,6 +84,23 @@ TEST(GgufStories260K, ViewPointsAtTheWeights) {
   EXPECT_EQ(std::memcmp(emb.data, out.data, emb.n_bytes()), 0);
 }
 
+TEST(GgufOpen, MissingFileAndDirectoryAreErrors) {
+  try {
+    GgufFile::open("/nonexistent/model.gguf");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(GgufFile::open(test_data("models")), Error);
+  // A file that is not GGUF: names the file and the magic it found.
+  try {
+    GgufFile::open(test_data("models/stories260K/stories260K.bin"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stories260K.bin: header: bad magic"), std::string::npos) << e.what();
+  }
+}
+
 // Every GGUF in ../shared opens, and every tensor view lies inside the file.
 TEST(GgufSharedFiles, AllOpen) {
   const std::vector<std::string> dirs = {"models/stories260K", "models/llama-2-tiny-random", "models/llama.cpp-vocab",

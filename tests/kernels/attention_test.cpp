@@ -50,7 +50,7 @@ struct Shape {
                   std::string(kv_type_name(v)).c_str(), recent);
     return buf;
   }
-  AttentionDims dims() const { return {n_heads, n_kv_heads, head_dim}; }
+  AttentionParams dims() const { return {n_heads, n_kv_heads, head_dim}; }
 };
 
 // One sequence of `length` random K/V rows (N(0, 1), a few larger) in a KV
@@ -98,7 +98,7 @@ struct Fixture {
 
 // The tile's outputs [n_tokens, n_heads * head_dim] from attention().
 std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
-  const AttentionDims dims = s.dims();
+  const AttentionParams dims = s.dims();
   const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
   std::vector<float> out(positions.size() * static_cast<size_t>(row), -999.0f);
   std::vector<const float*> q_rows;
@@ -193,7 +193,7 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
   const Shape s{16, 4, 64, 1300, 16, KvType::Q8, KvType::F16, 20, 3};
   const Fixture f(s);
   const std::vector<int32_t> positions = {1299, 5, 700, 1024, 512, 511, 1298};
-  const AttentionDims dims = s.dims();
+  const AttentionParams dims = s.dims();
   const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
   for (Isa isa : supported_isas()) {
     const std::vector<float> together = run_kernel(isa, s, f, positions);

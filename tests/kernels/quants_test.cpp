@@ -172,6 +172,36 @@ TEST_P(QuantFixture, QuantizeMatchesGgmlBytesAndError) {
   }
 }
 
+// dot_row_ref over ggml's stored rows: bitwise the f32 sum, in element order,
+// of ggml's dequantized floats times x; and within the recursive-summation
+// bound gamma_n * sum |w x| (gamma_n = n u / (1 - n u), u = 2^-24) of the
+// double-precision dot.
+TEST_P(QuantFixture, DotRowRefMatchesTheDequantizedRow) {
+  for (const FixtureTensor& f : tensors()) {
+    SCOPED_TRACE(f.name);
+    const std::vector<uint8_t> bytes = read_tensor_bytes(f);
+    const std::vector<float> w = read_f32_file(test_data(f.dequant_file));
+    std::vector<float> x(static_cast<size_t>(f.ne0));
+    for (int64_t i = 0; i < f.ne0; ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+    const size_t rb = row_bytes(f.type, f.ne0);
+    for (int64_t r = 0; r < f.ne1; ++r) {
+      const float* wr = w.data() + r * f.ne0;
+      float ordered = 0;
+      double exact = 0, magnitude = 0;
+      for (int64_t i = 0; i < f.ne0; ++i) {
+        ordered += wr[i] * x[i];
+        exact += double(wr[i]) * x[i];
+        magnitude += std::fabs(double(wr[i]) * x[i]);
+      }
+      const float dot = dot_row_ref(f.type, bytes.data() + r * rb, x.data(), f.ne0);
+      EXPECT_EQ(std::bit_cast<uint32_t>(dot), std::bit_cast<uint32_t>(ordered)) << "row " << r;
+      const double u = 0x1p-24;
+      const double gamma = double(f.ne0) * u / (1 - double(f.ne0) * u);
+      EXPECT_LE(std::fabs(double(dot) - exact), gamma * magnitude) << "row " << r;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantFixture, ::testing::ValuesIn(kFixtureTypes),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -456,7 +456,11 @@ TEST(LogitBias, AddsBansAndSums) {
 }
 
 TEST(LogitBias, AllBannedIsAnError) {
-  auto s = make_sampler(params([](SamplingParams& p) { p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}}; p.seed = 1; }), 2);
+  auto s = make_sampler(params([](SamplingParams& p) {
+                          p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+                          p.seed = 1;
+                        }),
+                        2);
   EXPECT_THROW(s->sample(std::vector<float>{1, 2}), Error);
 }
 
@@ -634,6 +638,14 @@ TEST(Llama2c, ThousandTokenVocabulary) {
   EXPECT_EQ(llama2c_run(l, 0.0f, 0.9f, 2), (std::vector<int32_t>{321, 321}));
 }
 
+TEST(Llama2c, SeedZeroIsRandomAsInRunC) {
+  // A literal zero state would give coin 0 forever, i.e. always token 0 here.
+  const auto tokens = llama2c_run({0, 0, 0, 0}, 1.0f, 1.0f, 64, 0);
+  EXPECT_NE(std::count(tokens.begin(), tokens.end(), 0), 64);
+  Llama2cRng zero(0);
+  EXPECT_EQ(zero.next_u32(), 0u);
+}
+
 TEST(Llama2c, LogprobsOverTheNucleus) {
   SamplingParams p;
   p.rng = SamplingParams::Rng::Llama2c;
@@ -706,7 +718,13 @@ TEST(Validation, NamesTheFieldAndTheValue) {
   expect_error(params([](SamplingParams& p) { p.logit_bias = {{3, INFINITY}}; }), "logit_bias bias", "inf");
   expect_error(params([](SamplingParams& p) { p.n_probs = -1; }), "n_probs", "-1");
   expect_error(SamplingParams{}, "n_vocab", "0", 0);
-  EXPECT_NO_THROW(make_sampler(params([](SamplingParams& p) { p.temperature = -1.0f; p.top_p = 0.0f; p.min_p = 1.0f; p.seed = 1; }), 10));
+  const auto edges = params([](SamplingParams& p) {
+    p.temperature = -1.0f;
+    p.top_p = 0.0f;
+    p.min_p = 1.0f;
+    p.seed = 1;
+  });
+  EXPECT_NO_THROW(make_sampler(edges, 10));
 }
 
 TEST(Validation, BadRowsAndTokens) {

@@ -4,30 +4,20 @@
 
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "common/test_data.h"
-#include "core/error.h"
 #include "io/llama2c.h"
+#include "tokenizer/test_cases.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak {
 namespace {
 
-using testing::read_text_file;
+using testing::error_of;
 using testing::test_data;
 
 Tokenizer llama2_bin() {
   return Tokenizer::from_llama2c(io::load_llama2c_tokenizer(test_data("models/llama2-tokenizer/tokenizer.bin"), 32000));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // Writes `bytes` to a fresh file under the test's temp dir.
@@ -102,27 +92,18 @@ TEST(Llama2cVocabReader, MissingFileNamesThePath) {
 // llama2.c test.c: encode(text, bos=1, eos=0) with the Llama 2 tokenizer.bin.
 TEST(Llama2cEncode, MatchesLlama2cTestCases) {
   const Tokenizer tok = llama2_bin();
-  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama2c_encode_tests.json")));
-  ASSERT_EQ(j["cases"].size(), 5u);
-  for (const auto& c : j["cases"]) {
-    const std::string text = c["text"];
-    EXPECT_EQ(tok.encode(text, c["bos"].get<bool>()), c["tokens"].get<std::vector<int32_t>>()) << text;
-  }
+  const auto cases = testing::llama2c_encode_cases();
+  ASSERT_EQ(cases.size(), 5u);
+  for (const auto& c : cases) EXPECT_EQ(tok.encode(c.text, c.bos), c.ids) << c.text;
 }
 
 // llama-tokenizer-js cases run through the llama2.c rules: the same ids, as
 // none of them has invalid UTF-8.
 TEST(Llama2cEncode, MatchesLlamaTokenizerJsCases) {
   const Tokenizer tok = llama2_bin();
-  const auto j = nlohmann::json::parse(read_text_file(test_data("models/llama2-tokenizer/llama_tokenizer_js_tests.json")));
-  int n = 0;
-  for (const auto& c : j["cases"]) {
-    if (c["kind"] != "testCase") continue;
-    const std::string text = c["args"][0];
-    EXPECT_EQ(tok.encode(text, true), c["args"][1].get<std::vector<int32_t>>()) << text;
-    ++n;
-  }
-  EXPECT_EQ(n, 12);
+  const auto cases = testing::llama_tokenizer_js_cases();
+  ASSERT_EQ(cases.size(), 12u);
+  for (const auto& c : cases) EXPECT_EQ(tok.encode(c.text, c.bos), c.ids) << c.text;
 }
 
 TEST(Llama2cEncode, Stories260KTok512Story) {

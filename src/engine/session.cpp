@@ -1,0 +1,113 @@
+#include "engine/session.h"
+
+#include <chrono>
+#include <string>
+
+#include "core/error.h"
+#include "kv/kv_memory.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak::engine {
+namespace {
+
+int32_t blocks_for(const kv::KvLayout& layout, int32_t n_ctx, int64_t memory_bytes) {
+  if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
+  layout.validate();
+  if (memory_bytes > 0) return kv::blocks_for_bytes(layout, memory_bytes);
+  const int32_t bs = layout.format.block_size;
+  return (n_ctx + bs - 1) / bs + layout.recent_blocks();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Session::Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format,
+                 int64_t kv_memory_bytes)
+    : model_(model),
+      n_ctx_(n_ctx),
+      kv_(kv_layout_for(model.config(), kv_format),
+          blocks_for(kv_layout_for(model.config(), kv_format), n_ctx, kv_memory_bytes)),
+      forward_(model, pool) {}
+
+void Session::defer(int32_t token) {
+  if (size() + 1 > n_ctx_) throw Error("context is full (" + std::to_string(n_ctx_) + " tokens)");
+  tokens_.push_back(token);
+}
+
+std::span<const float> Session::append(std::span<const int32_t> tokens) {
+  const int64_t total = size() + static_cast<int64_t>(tokens.size());
+  if (total > n_ctx_) {
+    throw Error(std::to_string(total) + " tokens exceed the context size " + std::to_string(n_ctx_) +
+                " (raise -c/--ctx-size)");
+  }
+  if (total == n_past_) throw Error("nothing to run: no new tokens");
+  batch_.clear();
+  for (int64_t i = n_past_; i < size(); ++i) {
+    batch_.add(tokens_[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, false);
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch_.add(tokens[i], static_cast<int32_t>(size() + static_cast<int64_t>(i)), 0, false);
+  }
+  batch_.want_logits.back() = 1;
+  const std::span<const float> logits = forward_.run(batch_, kv_);  // throws before any change
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  n_past_ = size();
+  return logits;
+}
+
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::EndOfGeneration: return "end of generation";
+    case StopReason::MaxTokens: return "max tokens";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::StopString: return "stop string";
+  }
+  return "unknown";
+}
+
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
+                        std::span<const int32_t> prompt, const GenerateOptions& options,
+                        const std::function<void(std::string_view)>& on_text) {
+  GenerateResult result;
+  result.n_prompt = static_cast<int64_t>(prompt.size());
+  for (int32_t t : prompt) sampler.accept(t);  // prompt tokens count for penalties
+
+  auto start = std::chrono::steady_clock::now();
+  std::span<const float> logits = session.append(prompt);
+  result.prefill_seconds = seconds_since(start);
+
+  const int32_t prev = prompt.empty() ? -1 : prompt.back();
+  TextStream stream(tokenizer, prev);
+  start = std::chrono::steady_clock::now();
+  if (options.n_predict == 0) result.stop = StopReason::MaxTokens;
+  while (options.n_predict != 0) {
+    const int32_t token = sampler.sample(logits);
+    ++result.n_generated;
+    const bool end = tokenizer.is_end_of_generation(token) || (options.stop_at_bos && token == tokenizer.bos());
+    if (!end) {
+      if (const std::string text = stream.push(token); !text.empty()) on_text(text);
+    }
+    const bool last = end || (options.n_predict > 0 && result.n_generated >= options.n_predict);
+    result.stop = end ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+    if (session.size() + 1 > session.n_ctx()) {  // no room even to keep the token
+      if (!end) result.stop = StopReason::ContextFull;
+      break;
+    }
+    if (last) {
+      session.defer(token);
+      break;
+    }
+    const int32_t one[] = {token};
+    logits = session.append(one);
+    ++result.n_decoded;
+  }
+  if (const std::string text = stream.flush(); !text.empty()) on_text(text);
+  result.decode_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace tokamak::engine

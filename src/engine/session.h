@@ -1,0 +1,85 @@
+// One sequence on one model: its KV cache, its forward context and how many
+// positions it holds. `tokamak run` is one Session; `tokamak chat` keeps one
+// across turns so that only each new turn is prefilled.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace tokamak {
+class Tokenizer;
+namespace sampling {
+class Sampler;
+}
+}  // namespace tokamak
+
+namespace tokamak::engine {
+
+class Session {
+ public:
+  // Reserves KV blocks stored as `kv_format` says: for n_ctx positions
+  // (rounded up to whole blocks), or as many as fit in kv_memory_bytes when > 0.
+  Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format = {},
+          int64_t kv_memory_bytes = 0);
+
+  // Appends tokens, runs every token not yet in the KV cache (a deferred one
+  // first) as one batch, and returns the logits after the last [n_vocab]
+  // (valid until the next call). Throws tokamak::Error when the sequence would
+  // exceed n_ctx or `tokens` is empty with nothing deferred (nothing changes then).
+  std::span<const float> append(std::span<const int32_t> tokens);
+  // Appends a token whose K/V is computed only by the next append(): the last
+  // token of an answer, which the next turn starts after.
+  void defer(int32_t token);
+
+  int64_t n_past() const { return n_past_; }  // positions in the KV cache
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }  // with deferred tokens
+  int32_t n_ctx() const { return n_ctx_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const Model& model() const { return model_; }
+
+ private:
+  const Model& model_;
+  int32_t n_ctx_;
+  kv::KvCache kv_;
+  Forward forward_;
+  Batch batch_;
+  std::vector<int32_t> tokens_;  // every token of the sequence, in order
+  int64_t n_past_ = 0;           // tokens_[0, n_past_) have K/V in the cache
+};
+
+enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, StopString };
+std::string_view stop_reason_name(StopReason r);
+
+struct GenerateOptions {
+  int32_t n_predict = -1;          // tokens to generate; -1: until a stop condition
+  bool stop_at_bos = false;        // llama2.c checkpoints also end at BOS
+  std::vector<std::string> stop;   // stop strings (the text excludes them)
+};
+
+struct GenerateResult {
+  int64_t n_prompt = 0;       // tokens prefilled by this call
+  int64_t n_generated = 0;    // tokens sampled
+  int64_t n_decoded = 0;      // forward calls of one generated token each
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+  StopReason stop = StopReason::MaxTokens;
+};
+
+// Prefills `prompt` after what the session holds, then samples and decodes
+// until a stop condition, streaming whole UTF-8 text through `on_text`.
+// The last sampled token is deferred in the session, so a following turn
+// continues after it without a forward pass spent on it now.
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
+                        std::span<const int32_t> prompt, const GenerateOptions& options,
+                        const std::function<void(std::string_view)>& on_text);
+
+}  // namespace tokamak::engine
