@@ -73,15 +73,20 @@ void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent)
     }
     benchmark::DoNotOptimize(out[0]);
   }
-  state.counters["keys/s"] = benchmark::Counter(static_cast<double>(ctx), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["KV B/s"] = benchmark::Counter(static_cast<double>(ctx * s.layout.bytes_per_token()),
-                                                benchmark::Counter::kIsIterationInvariantRate,
-                                                benchmark::Counter::kIs1024);
+  state.counters["keys/s"] =
+      benchmark::Counter(static_cast<double>(ctx), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["KV B/s"] =
+      benchmark::Counter(static_cast<double>(ctx * s.layout.bytes_per_token()),
+                         benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
   state.SetLabel(std::string(kernels::isa_name(isa)));
 }
 
-#define TOKAMAK_DECODE_BENCH(name, k, v, recent) \
-  BENCHMARK_CAPTURE(BM_DecodeAttention, name, k, v, recent)->Arg(128)->Arg(1024)->Arg(8192)->Unit(benchmark::kMicrosecond)
+#define TOKAMAK_DECODE_BENCH(name, k, v, recent)            \
+  BENCHMARK_CAPTURE(BM_DecodeAttention, name, k, v, recent) \
+      ->Arg(128)                                            \
+      ->Arg(1024)                                           \
+      ->Arg(8192)                                           \
+      ->Unit(benchmark::kMicrosecond)
 
 TOKAMAK_DECODE_BENCH(f32, KvType::F32, KvType::F32, 0);
 TOKAMAK_DECODE_BENCH(f16, KvType::F16, KvType::F16, 0);

@@ -16,7 +16,8 @@ inline constexpr OptionSpec kKvCacheOptions[] = {
     {"--kv-type-v", "TYPE", "element type of V only (overrides --kv-type)"},
     {"--kv-recent", "N", "keep the newest N positions in f16 beside q8/q4 storage (default 0)"},
     {"--block-size", "N", "KV cache block size in tokens (default 16)"},
-    {"--kv-memory", "BYTES|PCT", "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: what -c needs"},
+    {"--kv-memory", "BYTES|PCT",
+     "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: what -c needs"},
 };
 
 // The KV format the flags ask for, starting from `defaults`. Throws

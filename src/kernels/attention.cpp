@@ -112,7 +112,8 @@ void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q
         max_score = std::max(max_score, s);
       }
       double sum = 0.0;
-      for (int64_t p = first; p < n; ++p) sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
+      for (int64_t p = first; p < n; ++p)
+        sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
       float* oh = out + static_cast<int64_t>(h) * d;
       for (int i = 0; i < d; ++i) {
         double acc = 0.0;

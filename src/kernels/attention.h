@@ -32,8 +32,8 @@ struct KvPages {
   const uint8_t* v_base = nullptr;  // V page of this layer in block 0 (null: V not stored here)
   int64_t block_stride = 0;         // bytes from a block to the next
   const int32_t* block_table = nullptr;
-  int32_t block_size = 0;           // rows per block
-  int64_t ring_rows = 0;            // 0: rows are positions; else a ring of this many rows
+  int32_t block_size = 0;  // rows per block
+  int64_t ring_rows = 0;   // 0: rows are positions; else a ring of this many rows
   KvType k_type = KvType::F32;
   KvType v_type = KvType::F32;
   int32_t k_row_bytes = 0;  // one head row (kv_head_row_bytes)
@@ -61,8 +61,8 @@ struct KvView {
 
 struct AttentionParams {
   int n_heads = 0;
-  int n_kv_heads = 0;  // divides n_heads
-  int head_dim = 0;    // <= kMaxHeadDim
+  int n_kv_heads = 0;    // divides n_heads
+  int head_dim = 0;      // <= kMaxHeadDim
   float softcap = 0.0f;  // > 0: scores s -> softcap * tanh(s / softcap) (gemma-2)
   int32_t window = 0;    // > 0: a query at p attends keys [p + 1 - window, p] only (sliding window)
   int group() const { return n_heads / n_kv_heads; }

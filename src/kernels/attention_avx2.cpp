@@ -57,7 +57,8 @@ struct Avx2Ops {
   static void dequant_row(KvType t, const uint8_t* row, int d, float* dst) {
     switch (t) {
       case KvType::F32:
-        for (int c = 0; c < d; c += 8) _mm256_storeu_ps(dst + c, _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c));
+        for (int c = 0; c < d; c += 8)
+          _mm256_storeu_ps(dst + c, _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c));
         return;
       case KvType::F16:
         for (int c = 0; c < d; c += 8) {

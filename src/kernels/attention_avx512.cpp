@@ -68,8 +68,7 @@ struct Avx512Ops {
         return;
       case KvType::F16:
         for (int c = 0; c < d; c += 16) {
-          _mm512_storeu_ps(dst + c,
-                           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c))));
+          _mm512_storeu_ps(dst + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c))));
         }
         return;
       case KvType::BF16:

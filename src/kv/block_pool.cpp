@@ -58,7 +58,8 @@ int32_t BlockPool::allocate() {
   }
   const int32_t b = free_list_.back();
   int32_t& rc = refcounts_[static_cast<size_t>(b)];
-  if (rc != 0) throw Error("KV cache invariant broken: free block " + std::to_string(b) + " has refcount " + std::to_string(rc));
+  if (rc != 0)
+    throw Error("KV cache invariant broken: free block " + std::to_string(b) + " has refcount " + std::to_string(rc));
   free_list_.pop_back();
   rc = 1;
   ++n_used_;
@@ -111,7 +112,9 @@ void BlockPool::check_invariants() const {
     }
     used += rc > 0;
   }
-  if (used != n_used_) throw Error("KV cache invariant broken: " + std::to_string(used) + " blocks referenced, " + std::to_string(n_used_) + " counted");
+  if (used != n_used_)
+    throw Error("KV cache invariant broken: " + std::to_string(used) + " blocks referenced, " +
+                std::to_string(n_used_) + " counted");
 }
 
 }  // namespace tokamak::kv

@@ -191,8 +191,8 @@ void KvCache::check_invariants() const {
   for (size_t s = 0; s < tables_.size(); ++s) {
     const BlockTable& t = tables_[s];
     if (t.n_tokens > static_cast<int64_t>(t.blocks.size()) * bs) {
-      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " holds " +
-                  std::to_string(t.n_tokens) + " positions in " + std::to_string(t.blocks.size()) + " blocks");
+      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " holds " + std::to_string(t.n_tokens) +
+                  " positions in " + std::to_string(t.blocks.size()) + " blocks");
     }
     if (!t.recent.empty() && static_cast<int32_t>(t.recent.size()) != layout().recent_blocks()) {
       throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " has a ring of " +
@@ -200,7 +200,8 @@ void KvCache::check_invariants() const {
     }
     for (const auto* list : {&t.blocks, &t.recent}) {
       for (int32_t b : *list) {
-        if (b < 0 || b >= pool_.n_blocks()) throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " names block " + std::to_string(b));
+        if (b < 0 || b >= pool_.n_blocks())
+          throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " names block " + std::to_string(b));
         ++refs[static_cast<size_t>(b)];
       }
     }

@@ -24,7 +24,8 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
     Tile tile;
     tile.seq = seq;
     tile.first = i;
-    while (i < n && tile.n_tokens < kQueryTile && batch.seq_ids[static_cast<size_t>(order[static_cast<size_t>(i)])] == seq) {
+    while (i < n && tile.n_tokens < kQueryTile &&
+           batch.seq_ids[static_cast<size_t>(order[static_cast<size_t>(i)])] == seq) {
       const int32_t t = order[static_cast<size_t>(i)];
       q_rows_.push_back(q + static_cast<int64_t>(t) * c.q_dim());
       out_rows_.push_back(out + static_cast<int64_t>(t) * c.q_dim());

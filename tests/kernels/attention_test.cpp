@@ -42,15 +42,17 @@ struct Shape {
   KvType v = KvType::F32;
   int recent = 0;
   uint32_t seed = 1;
+  float softcap = 0.0f;
+  int32_t window = 0;
 
   std::string name() const {
-    char buf[160];
-    std::snprintf(buf, sizeof(buf), "heads %d/%d dim %d len %lld block %d K %s V %s recent %d", n_heads, n_kv_heads,
-                  head_dim, static_cast<long long>(length), block_size, std::string(kv_type_name(k)).c_str(),
-                  std::string(kv_type_name(v)).c_str(), recent);
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "heads %d/%d dim %d len %lld block %d K %s V %s recent %d softcap %g window %d",
+                  n_heads, n_kv_heads, head_dim, static_cast<long long>(length), block_size,
+                  std::string(kv_type_name(k)).c_str(), std::string(kv_type_name(v)).c_str(), recent, softcap, window);
     return buf;
   }
-  AttentionParams dims() const { return {n_heads, n_kv_heads, head_dim}; }
+  AttentionParams dims() const { return {n_heads, n_kv_heads, head_dim, softcap, window}; }
 };
 
 // One sequence of `length` random K/V rows (N(0, 1), a few larger) in a KV
@@ -74,7 +76,8 @@ struct Fixture {
     std::mt19937 rng(s.seed);
     for (int64_t b = 0; b < blocks; ++b) {  // seq 0's blocks interleave with seqs 1..2
       cache->reserve(0, (b + 1) * s.block_size);
-      if (rng() % 2) cache->reserve(1 + static_cast<int32_t>(rng() % 2), cache->table(1).blocks.size() * s.block_size + 1);
+      if (rng() % 2)
+        cache->reserve(1 + static_cast<int32_t>(rng() % 2), cache->table(1).blocks.size() * s.block_size + 1);
     }
     std::normal_distribution<float> normal(0.0f, 1.0f);
     const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
@@ -108,7 +111,8 @@ std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const s
     out_rows.push_back(out.data() + static_cast<int64_t>(i) * row);
   }
   const KvView view = f.cache->view(0, 0);
-  std::vector<float> scratch(static_cast<size_t>(2 * attention_tile_state_floats(dims, static_cast<int>(positions.size()))));
+  std::vector<float> scratch(
+      static_cast<size_t>(2 * attention_tile_state_floats(dims, static_cast<int>(positions.size()))));
   for (int h = 0; h < s.n_kv_heads; ++h) {
     QueryTile tile{q_rows.data(), positions.data(), static_cast<int>(positions.size()), h};
     attention(isa, dims, view, tile, out_rows.data(), scratch.data());
@@ -156,7 +160,8 @@ Shape random_shape(std::mt19937& rng, int i) {
   s.block_size = kBlocks[rng() % 3];
   s.k = kTypes[rng() % 5];
   s.v = kTypes[rng() % 5];
-  if (kv_type_is_quantized(s.k) || kv_type_is_quantized(s.v)) s.recent = rng() % 2 ? 0 : 1 + static_cast<int>(rng() % 100);
+  if (kv_type_is_quantized(s.k) || kv_type_is_quantized(s.v))
+    s.recent = rng() % 2 ? 0 : 1 + static_cast<int>(rng() % 100);
   s.seed = 1000 + static_cast<uint32_t>(i);
   return s;
 }
@@ -187,43 +192,69 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
   std::printf("attention vs reference: worst max|diff| / max|v| = %.3g over %zu shapes\n", worst, shapes.size());
 }
 
+// Mistral's sliding window and Gemma-2's soft-capped scores, alone and together.
+TEST(Attention, SlidingWindowAndSoftCapMatchTheReference) {
+  std::mt19937 rng(5);
+  float worst = 0.0f;
+  for (int32_t window : {0, 1, 7, 100, 600}) {
+    for (float softcap : {0.0f, 5.0f}) {
+      if (window == 0 && softcap == 0.0f) continue;
+      const Shape s{8,       2,     64, 1100, 16, KvType::F16, KvType::Q8, 0, 11u + static_cast<uint32_t>(window),
+                    softcap, window};
+      const Fixture f(s);
+      const std::vector<int32_t> positions = {1099, 0, 5, 600, 599, 1050, static_cast<int32_t>(rng() % 1100)};
+      const std::vector<float> ref = run_ref(s, f, positions);
+      for (Isa isa : supported_isas()) {
+        const float err = rel_error(run_kernel(isa, s, f, positions), ref, f.v_max);
+        worst = std::max(worst, err);
+        EXPECT_LE(err, 1e-5f) << isa_name(isa) << " " << s.name();
+      }
+    }
+  }
+  std::printf("windowed / soft-capped attention vs reference: worst max|diff| / max|v| = %.3g\n", worst);
+}
+
 // A query's result is the same bits alone, beside other queries in a tile,
 // and when its chunks are computed apart and folded (flash-decoding).
 TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
-  const Shape s{16, 4, 64, 1300, 16, KvType::Q8, KvType::F16, 20, 3};
-  const Fixture f(s);
-  const std::vector<int32_t> positions = {1299, 5, 700, 1024, 512, 511, 1298};
-  const AttentionParams dims = s.dims();
-  const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
-  for (Isa isa : supported_isas()) {
-    const std::vector<float> together = run_kernel(isa, s, f, positions);
-    for (size_t i = 0; i < positions.size(); ++i) {
-      const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
-          << isa_name(isa) << " position " << positions[i];
+  for (int32_t window : {0, 700}) {
+    const Shape s{16, 4, 64, 1300, 16, KvType::Q8, KvType::F16, 20, 3, 0.0f, window};
+    const Fixture f(s);
+    const std::vector<int32_t> positions = {1299, 5, 700, 1024, 512, 511, 1298};
+    const AttentionParams dims = s.dims();
+    const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> together = run_kernel(isa, s, f, positions);
+      for (size_t i = 0; i < positions.size(); ++i) {
+        const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
+            << isa_name(isa) << " position " << positions[i];
+      }
+      // Chunk by chunk into separate partials, folded afterwards.
+      std::vector<float> split(together.size());
+      std::vector<const float*> q_rows;
+      std::vector<float*> out_rows;
+      for (size_t i = 0; i < positions.size(); ++i) {
+        q_rows.push_back(f.q_row(positions[i], s));
+        out_rows.push_back(split.data() + static_cast<int64_t>(i) * row);
+      }
+      const KvView view = f.cache->view(0, 0);
+      const int n = static_cast<int>(positions.size());
+      for (int h = 0; h < s.n_kv_heads; ++h) {
+        const QueryTile tile{q_rows.data(), positions.data(), n, h};
+        const int64_t state = attention_tile_state_floats(dims, n);
+        const int64_t chunks = attention_chunks(tile);
+        EXPECT_EQ(chunks, 3);
+        std::vector<float> partials(static_cast<size_t>(chunks * state)), running(static_cast<size_t>(state));
+        for (int64_t c = chunks - 1; c >= 0; --c)
+          attention_chunk(isa, dims, view, tile, c, partials.data() + c * state);
+        attention_reset(dims, n * dims.group(), running.data());
+        for (int64_t c = 0; c < chunks; ++c)
+          attention_fold(dims, n * dims.group(), partials.data() + c * state, running.data());
+        attention_finish(dims, tile, running.data(), out_rows.data());
+      }
+      EXPECT_EQ(split, together) << isa_name(isa);
     }
-    // Chunk by chunk into separate partials, folded afterwards.
-    std::vector<float> split(together.size());
-    std::vector<const float*> q_rows;
-    std::vector<float*> out_rows;
-    for (size_t i = 0; i < positions.size(); ++i) {
-      q_rows.push_back(f.q_row(positions[i], s));
-      out_rows.push_back(split.data() + static_cast<int64_t>(i) * row);
-    }
-    const KvView view = f.cache->view(0, 0);
-    const int n = static_cast<int>(positions.size());
-    for (int h = 0; h < s.n_kv_heads; ++h) {
-      const QueryTile tile{q_rows.data(), positions.data(), n, h};
-      const int64_t state = attention_tile_state_floats(dims, n);
-      const int64_t chunks = attention_chunks(tile);
-      EXPECT_EQ(chunks, 3);
-      std::vector<float> partials(static_cast<size_t>(chunks * state)), running(static_cast<size_t>(state));
-      for (int64_t c = chunks - 1; c >= 0; --c) attention_chunk(isa, dims, view, tile, c, partials.data() + c * state);
-      attention_reset(dims, n * dims.group(), running.data());
-      for (int64_t c = 0; c < chunks; ++c) attention_fold(dims, n * dims.group(), partials.data() + c * state, running.data());
-      attention_finish(dims, tile, running.data(), out_rows.data());
-    }
-    EXPECT_EQ(split, together) << isa_name(isa);
   }
 }
 
@@ -252,9 +283,8 @@ TEST(Attention, QuantizedStorageStaysWithinItsFormatsBounds) {
     float bound;
   };
   const Bound bounds[] = {
-      {KvType::F16, KvType::F16, 0, 1e-3f},  {KvType::BF16, KvType::BF16, 0, 1e-2f},
-      {KvType::Q8, KvType::Q8, 0, 2e-2f},    {KvType::Q4, KvType::Q4, 0, 2e-1f},
-      {KvType::Q8, KvType::Q4, 0, 1e-1f},  {KvType::Q4, KvType::Q4, 64, 2e-1f},
+      {KvType::F16, KvType::F16, 0, 1e-3f}, {KvType::BF16, KvType::BF16, 0, 1e-2f}, {KvType::Q8, KvType::Q8, 0, 2e-2f},
+      {KvType::Q4, KvType::Q4, 0, 2e-1f},   {KvType::Q8, KvType::Q4, 0, 1e-1f},     {KvType::Q4, KvType::Q4, 64, 2e-1f},
   };
   std::mt19937 rng(9);
   for (const Bound& b : bounds) {
@@ -264,7 +294,8 @@ TEST(Attention, QuantizedStorageStaysWithinItsFormatsBounds) {
       const Fixture quantized(s);
       const Fixture exact(s, /*stored_f32=*/true);
       const std::vector<int32_t> positions = query_positions(s, rng);
-      const float err = rel_error(run_kernel(best_isa(), s, quantized, positions), run_ref(s, exact, positions), exact.v_max);
+      const float err =
+          rel_error(run_kernel(best_isa(), s, quantized, positions), run_ref(s, exact, positions), exact.v_max);
       worst = std::max(worst, err);
       EXPECT_LE(err, b.bound) << s.name();
     }
@@ -306,7 +337,8 @@ TEST(KvFormat, QuantizersRoundTripWithinHalfAStep) {
       float gmax = 0.0f;
       for (int i = 0; i < g; ++i) gmax = std::max(gmax, std::fabs(x[k * g + i]));
       // Step gmax / 8 (rounded scale adds ~2^-11), clamping at +7 steps costs one more step at most.
-      for (int i = 0; i < g; ++i) EXPECT_LE(std::fabs(x[k * g + i] - y[k * g + i]), gmax / 8.0f * 1.01f) << "q4 d " << d;
+      for (int i = 0; i < g; ++i)
+        EXPECT_LE(std::fabs(x[k * g + i] - y[k * g + i]), gmax / 8.0f * 1.01f) << "q4 d " << d;
     }
     std::vector<float> zeros(static_cast<size_t>(d), 0.0f);
     for (KvType t : {KvType::Q8, KvType::Q4}) {

@@ -123,8 +123,8 @@ TEST(KvLayout, BytesPerTokenAreExact) {
       {KvType::F32, KvType::F32, 2 * 3 * 4 * 64 * 4},
       {KvType::F16, KvType::F16, 2 * 3 * 4 * 64 * 2},
       {KvType::BF16, KvType::BF16, 2 * 3 * 4 * 64 * 2},
-      {KvType::Q8, KvType::Q8, 2 * 3 * 4 * (64 + 4)},        // int8 + f32 scale per token and head
-      {KvType::Q4, KvType::Q4, 2 * 3 * 4 * (32 + 2 * 2)},    // nibbles + f16 scale per 32
+      {KvType::Q8, KvType::Q8, 2 * 3 * 4 * (64 + 4)},      // int8 + f32 scale per token and head
+      {KvType::Q4, KvType::Q4, 2 * 3 * 4 * (32 + 2 * 2)},  // nibbles + f16 scale per 32
       {KvType::Q8, KvType::Q4, 3 * 4 * ((64 + 4) + (32 + 4))},
   };
   for (const auto& c : cases) {
@@ -286,7 +286,8 @@ TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
       if (p >= n - 5) {
         EXPECT_EQ(got, want) << "pos " << p << " of " << n;
       } else {
-        for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)], want[3] / 127.0f * 0.51f);
+        for (int i = 0; i < 4; ++i)
+          EXPECT_NEAR(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)], want[3] / 127.0f * 0.51f);
       }
     }
     write_positions(kv, 0, n, n + 1);

@@ -46,8 +46,8 @@ std::vector<int32_t> sequence_ids(const std::string& name) {
 }
 
 // Logits of every position of `ids`, as one batch or one token per step.
-std::vector<float> logits(const Model& model, const std::vector<int32_t>& ids, const kv::KvFormat& f,
-                          bool incremental, int threads = 1) {
+std::vector<float> logits(const Model& model, const std::vector<int32_t>& ids, const kv::KvFormat& f, bool incremental,
+                          int threads = 1) {
   ThreadPool pool(threads);
   kv::KvCache kv(kv_layout_for(model.config(), f), 64);
   Forward forward(model, pool);
@@ -118,8 +118,8 @@ std::vector<int32_t> greedy(const Model& model, const kv::KvFormat& f, int steps
 
 const kv::KvFormat kF32 = format(KvType::F32, KvType::F32);
 const kv::KvFormat kFormats[] = {
-    format(KvType::F16, KvType::F16),     format(KvType::BF16, KvType::BF16), format(KvType::Q8, KvType::Q8),
-    format(KvType::Q4, KvType::Q4),       format(KvType::Q8, KvType::Q4),     format(KvType::Q8, KvType::Q8, 8),
+    format(KvType::F16, KvType::F16),  format(KvType::BF16, KvType::BF16), format(KvType::Q8, KvType::Q8),
+    format(KvType::Q4, KvType::Q4),    format(KvType::Q8, KvType::Q4),     format(KvType::Q8, KvType::Q8, 8),
     format(KvType::Q4, KvType::Q4, 8),
 };
 
@@ -144,7 +144,8 @@ TEST(KvFidelity, F16KvStillMatchesTheLogitFixtures) {
     for (const std::string seq : {"A", "B"}) {
       const std::vector<float> expected =
           read_f32_file(test_data(std::string("fixtures/logits/") + c.fixture + ".seq" + seq + c.suffix));
-      const float diff = max_abs_diff(logits(model, sequence_ids(seq), format(KvType::F16, KvType::F16), false), expected);
+      const float diff =
+          max_abs_diff(logits(model, sequence_ids(seq), format(KvType::F16, KvType::F16), false), expected);
       EXPECT_LE(diff, c.tolerance) << c.fixture << " seq" << seq;
       std::printf("f16 KV: %s seq%s max |diff| = %.3g\n", c.fixture, seq.c_str(), diff);
     }
@@ -215,8 +216,10 @@ TEST(KvFidelity, Q8KvKeepsTheGreedyStory) {
             testing::read_text_file(test_data("models/stories260K/expected_greedy_t0_n200.txt")));
   for (const kv::KvFormat& f : kFormats) {
     const std::vector<int32_t> got = greedy(model, f, 200);
-    const size_t same = static_cast<size_t>(std::mismatch(got.begin(), got.end(), reference.begin()).first - got.begin());
-    std::printf("greedy story, KV %s: %zu of %zu tokens as with f32 KV\n", format_name(f).c_str(), same, reference.size());
+    const size_t same =
+        static_cast<size_t>(std::mismatch(got.begin(), got.end(), reference.begin()).first - got.begin());
+    std::printf("greedy story, KV %s: %zu of %zu tokens as with f32 KV\n", format_name(f).c_str(), same,
+                reference.size());
     if (f.k_type == KvType::Q8 && f.v_type == KvType::Q8 && f.recent == 0) {
       EXPECT_GE(same, 100u);
     }
