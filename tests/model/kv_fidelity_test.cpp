@@ -34,8 +34,8 @@ kv::KvFormat format(KvType k, KvType v, int32_t recent = 0) {
 
 std::string format_name(const kv::KvFormat& f) {
   std::string s(kernels::kv_type_name(f.k_type));
-  if (f.v_type != f.k_type) s += "/" + std::string(kernels::kv_type_name(f.v_type));
-  if (f.recent > 0) s += " + f16 recent " + std::to_string(f.recent);
+  if (f.v_type != f.k_type) s.append("/").append(kernels::kv_type_name(f.v_type));
+  if (f.recent > 0) s.append(" + f16 recent ").append(std::to_string(f.recent));
   return s;
 }
 
