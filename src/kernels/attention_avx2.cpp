@@ -21,6 +21,7 @@ namespace {
 
 struct Avx2Ops {
   static constexpr int kWidth = 8;
+  static constexpr bool kTransposedScores = true;
 
   static float reduce_add(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -116,20 +117,94 @@ struct Avx2Ops {
     const __m256 vm = _mm256_set1_ps(m);
     for (int j = 0; j < n; j += 8) _mm256_storeu_ps(s + j, exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
   }
+  static float max(const float* s, int n) {
+    __m256 m = _mm256_loadu_ps(s);
+    for (int j = 8; j < n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+  }
+  static void scale(float* s, int n, float c) {
+    const __m256 vc = _mm256_set1_ps(c);
+    for (int j = 0; j < n; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), vc));
+  }
   static float sum(const float* s, int n) {
     __m256 acc = _mm256_loadu_ps(s);
     for (int j = 8; j < n; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(s + j));
     return reduce_add(acc);
   }
+  // As in the AVX-512 file: NV vectors, even and odd keys in two sums.
+  template <int NV>
+  static void axpy_block(float* acc, __m256 c, const float* p, const float* vt, int n, int d) {
+    __m256 a[NV], b[NV];
+    for (int v = 0; v < NV; ++v) {
+      a[v] = _mm256_mul_ps(_mm256_loadu_ps(acc + 8 * v), c);
+      b[v] = _mm256_setzero_ps();
+    }
+    int j = 0;
+    for (; j + 1 < n; j += 2) {
+      const __m256 pa = _mm256_set1_ps(p[j]);
+      const __m256 pb = _mm256_set1_ps(p[j + 1]);
+      const float* va = vt + static_cast<int64_t>(j) * d;
+      for (int v = 0; v < NV; ++v) {
+        a[v] = _mm256_fmadd_ps(pa, _mm256_loadu_ps(va + 8 * v), a[v]);
+        b[v] = _mm256_fmadd_ps(pb, _mm256_loadu_ps(va + d + 8 * v), b[v]);
+      }
+    }
+    if (j < n) {
+      const __m256 pa = _mm256_set1_ps(p[j]);
+      for (int v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(pa, _mm256_loadu_ps(vt + static_cast<int64_t>(j) * d + 8 * v), a[v]);
+    }
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc + 8 * v, _mm256_add_ps(a[v], b[v]));
+  }
   static void axpy_tile(float* acc, float c, const float* p, const float* vt, int n, int d) {
     const __m256 vc = _mm256_set1_ps(c);
-    for (int i = 0; i < d; i += 8) {
-      __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), vc);
-      for (int j = 0; j < n; ++j) {
-        a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vt + static_cast<int64_t>(j) * d + i), a);
-      }
-      _mm256_storeu_ps(acc + i, a);
+    int i = 0;
+    for (; i + 32 <= d; i += 32) axpy_block<4>(acc + i, vc, p, vt + i, n, d);
+    for (; i < d; i += 8) axpy_block<1>(acc + i, vc, p, vt + i, n, d);
+  }
+
+  // dst[c * ds + r] = src[r * ss + c] for an 8 x 8 block.
+  static void transpose8(const float* src, int64_t ss, float* dst, int64_t ds) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+    // u[g * 4 + k], lane L: column 4L + k of rows 4g .. 4g + 3.
+    for (int g = 0; g < 2; ++g) {
+      u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+      u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+      u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+      u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; ++k) {
+      _mm256_storeu_ps(dst + k * ds, _mm256_permute2f128_ps(u[k], u[4 + k], 0x20));
+      _mm256_storeu_ps(dst + (4 + k) * ds, _mm256_permute2f128_ps(u[k], u[4 + k], 0x31));
+    }
+  }
+  static void transpose_tile(const float* kt, int d, float* ktt) {
+    for (int64_t kb = 0; kb < kKeyTile; kb += 8) {
+      for (int c = 0; c < d; c += 8) transpose8(kt + kb * d + c, d, ktt + c * kKeyTile + kb, kKeyTile);
+    }
+  }
+  // Four quarters of 8 keys; each key's sum over c runs as two partial sums
+  // (c mod 2) added at the end.
+  static void scores_t(const float* q, const float* ktt, int d, float* s) {
+    __m256 a[4][2];
+    for (auto& h : a) {
+      for (__m256& x : h) x = _mm256_setzero_ps();
+    }
+    for (int c = 0; c < d; c += 2) {
+      for (int u = 0; u < 2; ++u) {
+        const __m256 qc = _mm256_set1_ps(q[c + u]);
+        const float* row = ktt + static_cast<int64_t>(c + u) * kKeyTile;
+        for (int h = 0; h < 4; ++h) a[h][u] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(row + 8 * h), a[h][u]);
+      }
+    }
+    for (int h = 0; h < 4; ++h) _mm256_storeu_ps(s + 8 * h, _mm256_add_ps(a[h][0], a[h][1]));
   }
 };
 

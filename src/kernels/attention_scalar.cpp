@@ -13,6 +13,7 @@ namespace {
 
 struct ScalarOps {
   static constexpr int kWidth = 1;
+  static constexpr bool kTransposedScores = false;
 
   static void dequant_row(KvType t, const uint8_t* row, int d, float* dst) { dequantize_kv_row(t, row, d, dst); }
   static float dot(const float* a, const float* b, int d) {
@@ -28,6 +29,14 @@ struct ScalarOps {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j) acc += s[j];
     return acc;
+  }
+  static float max(const float* s, int n) {
+    float m = s[0];
+    for (int j = 1; j < n; ++j) m = std::max(m, s[j]);
+    return m;
+  }
+  static void scale(float* s, int n, float c) {
+    for (int j = 0; j < n; ++j) s[j] *= c;
   }
   static void axpy_tile(float* acc, float c, const float* p, const float* vt, int n, int d) {
     for (int i = 0; i < d; ++i) {
