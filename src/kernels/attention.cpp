@@ -28,6 +28,12 @@ int64_t attention_chunks(const QueryTile& tile) {
   return (max_pos + kKeyChunk) / kKeyChunk;
 }
 
+int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& tile) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < tile.n_tokens; ++i) first = std::min(first, params.first_key(tile.positions[i]));
+  return tile.n_tokens > 0 ? first / kKeyChunk : 0;
+}
+
 void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial) {
 #if TOKAMAK_HAVE_X86_SIMD
@@ -78,7 +84,7 @@ void attention(Isa isa, const AttentionParams& dims, const KvView& kv, const Que
   float* partial = scratch + attention_tile_state_floats(dims, tile.n_tokens);
   attention_reset(dims, n_queries, running);
   const int64_t chunks = attention_chunks(tile);
-  for (int64_t c = 0; c < chunks; ++c) {
+  for (int64_t c = attention_first_chunk(dims, tile); c < chunks; ++c) {
     attention_chunk(isa, dims, kv, tile, c, partial);
     attention_fold(dims, n_queries, partial, running);
   }

@@ -94,6 +94,9 @@ inline int64_t attention_tile_state_floats(const AttentionParams& d, int n_token
 void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state);
 // Chunks a tile's keys span: ceil((max position + 1) / kKeyChunk).
 int64_t attention_chunks(const QueryTile& tile);
+// The first chunk with a key any query of the tile attends (> 0 only with a
+// sliding window); earlier chunks give empty partials.
+int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& tile);
 
 // partial = the online softmax of every query of `tile` over the keys of chunk
 // `chunk` (positions [chunk * kKeyChunk, (chunk + 1) * kKeyChunk), causal, and

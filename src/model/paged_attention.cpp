@@ -43,12 +43,14 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
   for (int32_t ti = 0; ti < static_cast<int32_t>(tiles_.size()); ++ti) {
     Tile& tile = tiles_[static_cast<size_t>(ti)];
     tile.n_chunks = kernels::attention_chunks(query_tile(tile, 0));
-    if (split && tile.n_chunks > 1) {
+    tile.first_chunk = kernels::attention_first_chunk(params_, query_tile(tile, 0));
+    const int64_t chunks = tile.n_chunks - tile.first_chunk;
+    if (split && chunks > 1) {
       tile.partials = partial_floats;
-      partial_floats += tile.n_chunks * c.n_kv_heads * kernels::attention_tile_state_floats(params_, tile.n_tokens);
+      partial_floats += chunks * c.n_kv_heads * kernels::attention_tile_state_floats(params_, tile.n_tokens);
       split_tiles_.push_back(ti);
       for (int h = 0; h < c.n_kv_heads; ++h) {
-        for (int64_t ch = 0; ch < tile.n_chunks; ++ch) tasks_.push_back({ti, h, ch});
+        for (int64_t ch = tile.first_chunk; ch < tile.n_chunks; ++ch) tasks_.push_back({ti, h, ch});
       }
     } else {
       tile.partials = -1;
@@ -91,7 +93,9 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
         kernels::attention(isa_, params_, view, qt, out_rows_.data() + tile.first, scratch);
       } else {
         const int64_t state = kernels::attention_tile_state_floats(params_, tile.n_tokens);
-        float* partial = partials_.data() + tile.partials + (task.kv_head * tile.n_chunks + task.chunk) * state;
+        const int64_t chunks = tile.n_chunks - tile.first_chunk;
+        float* partial =
+            partials_.data() + tile.partials + (task.kv_head * chunks + task.chunk - tile.first_chunk) * state;
         kernels::attention_chunk(isa_, params_, view, qt, task.chunk, partial);
       }
     }
@@ -107,8 +111,9 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
       const int64_t state = kernels::attention_tile_state_floats(params_, tile.n_tokens);
       const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * params_.group();
       kernels::attention_reset(params_, n_queries, running);
-      for (int64_t ch = 0; ch < tile.n_chunks; ++ch) {
-        const float* partial = partials_.data() + tile.partials + (kv_head * tile.n_chunks + ch) * state;
+      const int64_t chunks = tile.n_chunks - tile.first_chunk;
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const float* partial = partials_.data() + tile.partials + (kv_head * chunks + ch) * state;
         kernels::attention_fold(params_, n_queries, partial, running);
       }
       kernels::attention_finish(params_, query_tile(tile, kv_head), running, out_rows_.data() + tile.first);

@@ -42,6 +42,7 @@ class PagedAttention {
     int32_t seq = 0;
     int32_t first = 0;  // into q_rows_ / out_rows_ / positions_
     int32_t n_tokens = 0;
+    int64_t first_chunk = 0;  // chunks [first_chunk, n_chunks) hold its keys
     int64_t n_chunks = 0;
     int64_t partials = -1;  // offset of its chunk partials in partials_; -1: not split
   };

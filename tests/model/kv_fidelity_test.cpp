@@ -11,6 +11,7 @@
 #include <span>
 #include <nlohmann/json.hpp>
 
+#include "common/reference_model.h"
 #include "common/test_data.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
@@ -244,34 +245,44 @@ TEST(KvFidelity, Q8KvKeepsTheGreedyStory) {
 }
 
 // A long sequence decoded alone (few tasks: its chunks are split across
-// threads) and beside four others (no split) gives the same bits.
-TEST(KvFidelity, FlashDecodingSplitsKeepBatchInvariance) {
-  const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
-  const kv::KvFormat f = format(KvType::Q8, KvType::Q4, 16);
+// threads) and beside four others (no split) gives the same bits: for
+// stories260K, and for a random model with a sliding window, whose first
+// chunks hold no key of the decoded tokens.
+std::vector<float> decode_after_long_prompt(const Model& model, const kv::KvFormat& f, bool crowded) {
   std::vector<int32_t> prompt;
-  for (int i = 0; i < 1030; ++i) prompt.push_back(3 + (i * 37) % 500);  // three chunks of keys
-  auto run = [&](bool crowded) {
-    ThreadPool pool(2);
-    kv::KvCache kv(kv_layout_for(model.config(), f), 256);
-    Forward forward(model, pool);
-    Batch batch;
-    for (size_t i = 0; i < prompt.size(); ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, false);
-    forward.run(batch, kv);
-    std::vector<float> out;
-    for (int step = 0; step < 3; ++step) {
-      batch.clear();
-      const int32_t pos = static_cast<int32_t>(prompt.size()) + step;
-      if (crowded) {
-        for (int32_t s = 1; s <= 4; ++s) batch.add(5 + s, step, s, true);
-      }
-      batch.add(7 + step, pos, 0, true);
-      const std::span<const float> rows = forward.run(batch, kv);
-      const int64_t n_vocab = model.config().n_vocab;
-      out.insert(out.end(), rows.end() - n_vocab, rows.end());
+  for (int i = 0; i < 1030; ++i) prompt.push_back(3 + (i * 37) % (model.config().n_vocab - 3));  // three chunks
+  ThreadPool pool(2);
+  kv::KvCache kv(kv_layout_for(model.config(), f), 256);
+  Forward forward(model, pool);
+  Batch batch;
+  for (size_t i = 0; i < prompt.size(); ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, false);
+  forward.run(batch, kv);
+  std::vector<float> out;
+  for (int step = 0; step < 3; ++step) {
+    batch.clear();
+    if (crowded) {
+      for (int32_t s = 1; s <= 4; ++s) batch.add(5 + s, step, s, true);
     }
-    return out;
-  };
-  EXPECT_EQ(run(false), run(true));
+    batch.add(7 + step, static_cast<int32_t>(prompt.size()) + step, 0, true);
+    const std::span<const float> rows = forward.run(batch, kv);
+    out.insert(out.end(), rows.end() - model.config().n_vocab, rows.end());
+  }
+  return out;
+}
+
+TEST(KvFidelity, FlashDecodingSplitsKeepBatchInvariance) {
+  const Model stories = Model::load(test_data("models/stories260K/stories260K.gguf"));
+  const kv::KvFormat f = format(KvType::Q8, KvType::Q4, 16);
+  EXPECT_EQ(decode_after_long_prompt(stories, f, false), decode_after_long_prompt(stories, f, true));
+
+  testing::RandomModelSpec spec;
+  spec.n_ctx = 2048;
+  spec.sliding_window = 300;
+  const std::string path = ::testing::TempDir() + "/kv_fidelity_window.gguf";
+  testing::write_random_model(spec, path);
+  const Model windowed = Model::load(path);
+  ASSERT_EQ(windowed.config().sliding_window, 300);
+  EXPECT_EQ(decode_after_long_prompt(windowed, f, false), decode_after_long_prompt(windowed, f, true));
 }
 
 }  // namespace
