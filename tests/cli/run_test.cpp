@@ -39,6 +39,17 @@ TEST(Run, SeededLlama2cTopPMatchesLlama2c) {
   EXPECT_EQ(r.out, read_text_file(test_data(kStories + "expected_t1.0_p0.9_s133742_n256.txt")));
 }
 
+// The KV flags reach the cache: q8 storage with an f16 window in a budget
+// of 2 MiB keeps llama2.c's greedy story for its first tokens.
+TEST(Run, KvFlagsChooseTheCacheStorage) {
+  const auto r = run_command({tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"), "--temp", "0",
+                              "-n", "40", "--kv-type", "q8", "--kv-type-v", "q4", "--kv-recent", "16",
+                              "--block-size", "32", "--kv-memory", "2M"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected = read_text_file(test_data(kStories + "expected_greedy_t0_n200.txt"));
+  EXPECT_EQ(r.out.substr(0, 60), expected.substr(0, 60));
+}
+
 TEST(Run, SameSeedSameText) {
   const std::vector<std::string> argv = {tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"),
                                          "-p", "Once upon a time", "-n", "40", "--seed", "42", "--temp", "0.9"};
@@ -64,6 +75,11 @@ TEST(Run, UserErrorsGiveMessagesAndNonZeroExit) {
       {{"run", "-m", test_data(kStories + "stories260K.bin")}, "-z"},
       {{"run", "-m", test_data(kStories + "tok512.bin")}, "tok512.bin"},
       {{"run", "-m", gguf, "--rng", "mt"}, "--rng"},
+      {{"run", "-m", gguf, "--kv-type", "q5"}, "unknown KV type 'q5'"},
+      {{"run", "-m", gguf, "--kv-type-v", "q4", "--block-size", "0"}, "--block-size"},
+      {{"run", "-m", gguf, "--kv-recent", "8"}, "needs a quantized K or V type"},
+      {{"run", "-m", gguf, "--kv-memory", "12X"}, "KV memory '12X'"},
+      {{"run", "-m", gguf, "--kv-memory", "1K"}, "holds no block"},
       {{"frobnicate"}, "frobnicate"},
   };
   for (const Case& c : cases) {
