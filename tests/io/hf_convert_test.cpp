@@ -319,7 +319,7 @@ class HfConvert : public ::testing::Test {
 
 std::vector<float> logits_of(const Model& model, const std::vector<int32_t>& ids) {
   ThreadPool pool(1);
-  kv::KvCache kv(kv_layout_for(model.config(), 16), 4);
+  kv::KvCache kv(kv_layout_for(model.config(), kv::KvFormat{}), 4);
   Forward forward(model, pool);
   Batch batch;
   for (size_t i = 0; i < ids.size(); ++i) batch.add(ids[i], static_cast<int32_t>(i), 0, true);
