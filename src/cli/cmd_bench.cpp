@@ -3,13 +3,16 @@
 // line per test.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/kv_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/bench.h"
@@ -26,6 +29,8 @@ constexpr OptionSpec kOptions[] = {
     {"-n,--n-gen", "N", "decode test: N tokens one at a time; 0 = skip (default 128)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
     {"-r,--repetitions", "N", "measured runs of each test (default 5)"},
+    {"--ctx", "N,M,...", "decode tests after these context lengths, filled with random K/V (default 0)"},
+    kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"--json", "", "one JSON object per line per test instead of the table"},
     {"-h,--help", "", "show this help"},
 };
@@ -57,6 +62,24 @@ int64_t n_params(const Model& model) {
   return n;
 }
 
+// "128,1024,8192" -> {128, 1024, 8192}; errors name --ctx and the item.
+std::vector<int32_t> parse_contexts(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > (1 << 24)) {
+      throw Error("option --ctx: '" + item + "' is not a context length in [0, 16777216]");
+    }
+    out.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -76,7 +99,8 @@ std::string count_text(int64_t n) {
 int bench_main(int argc, char** argv) {
   const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
   if (args.has("--help")) {
-    std::fputs(usage_text("bench", "-m MODEL [-p 512] [-n 128] [-t N] [-r 5] [--json]", kOptions).c_str(), stdout);
+    std::fputs(usage_text("bench", "-m MODEL [-p 512] [-n 128] [--ctx 128,8192] [-t N] [-r 5] [--json]", kOptions).c_str(),
+               stdout);
     return 0;
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
@@ -87,12 +111,15 @@ int bench_main(int argc, char** argv) {
   options.n_gen = static_cast<int32_t>(args.get_int("--n-gen", options.n_gen, 0, 1 << 20));
   options.repetitions = static_cast<int>(args.get_int("--repetitions", options.repetitions, 1, 1000));
   if (options.n_prompt == 0 && options.n_gen == 0) throw Error("options -p and -n are both 0: nothing to measure");
+  if (const std::optional<std::string> ctx = args.get("--ctx")) options.contexts = parse_contexts(*ctx);
+  options.kv_format = kv_format_from_args(args);
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const bool json = args.has("--json");
 
   const Model model = Model::load(*path);
-  const int32_t n_ctx = std::max(options.n_prompt, options.n_gen);
+  const int32_t n_ctx =
+      std::max(options.n_prompt, options.n_gen + *std::max_element(options.contexts.begin(), options.contexts.end()));
   if (n_ctx > model.config().n_ctx_train) {
     std::fprintf(stderr, "note: %d positions exceed the model's training context %d\n", n_ctx,
                  model.config().n_ctx_train);
@@ -112,6 +139,10 @@ int bench_main(int argc, char** argv) {
           {"test", r.test},
           {"n_prompt", r.n_prompt},
           {"n_gen", r.n_gen},
+          {"ctx", r.ctx},
+          {"kv_type_k", kernels::kv_type_name(options.kv_format.k_type)},
+          {"kv_type_v", kernels::kv_type_name(options.kv_format.v_type)},
+          {"kv_recent", options.kv_format.recent},
           {"threads", r.threads},
           {"repetitions", options.repetitions},
           {"tokens_per_s", r.tokens_per_s.median},
@@ -131,7 +162,8 @@ int bench_main(int argc, char** argv) {
   std::printf("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const engine::BenchResult& r : results) {
     std::printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", name.c_str(),
-                size_text(r.weight_bytes).c_str(), count_text(n_params(model)).c_str(), type.c_str(), r.threads, r.test.c_str(),
+                size_text(r.weight_bytes).c_str(), count_text(n_params(model)).c_str(), type.c_str(), r.threads,
+                (r.ctx > 0 ? r.test + " @ ctx " + std::to_string(r.ctx) : r.test).c_str(),
                 fixed(r.tokens_per_s.median, 2).c_str(), fixed(r.tokens_per_s.min, 2).c_str(),
                 fixed(r.tokens_per_s.max, 2).c_str(), fixed(r.gflops, 1).c_str(), fixed(r.bandwidth_gbs, 1).c_str(),
                 fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str());

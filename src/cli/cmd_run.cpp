@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -41,6 +42,8 @@ constexpr OptionSpec kOptions[] = {
     {"--rng", "KIND", "default | llama2c (llama2.c's xorshift RNG and top-p procedure)"},
     {"--stop", "STR", "stop when the text contains STR; it is not printed (repeatable)"},
     {"--n-probs", "N", "after the text, list each token's logprob and the top N alternatives on stderr"},
+    kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
+    kKvCacheOptions[5],
     {"-h,--help", "", "show this help"},
 };
 
@@ -169,7 +172,7 @@ int run_main(int argc, char** argv) {
   std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
 
   ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx);
+  engine::Session session(model, pool, n_ctx, kv_format_from_args(args), kv_memory_from_args(args));
   engine::GenerateOptions options;
   options.n_predict = static_cast<int32_t>(n_predict);
   options.stop_at_bos = model.format() == ModelFormat::Llama2c;  // as llama2.c's run.c does

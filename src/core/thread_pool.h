@@ -11,6 +11,7 @@
 // (std::atomic::wait). No allocation per job.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -21,44 +22,52 @@ namespace tokamak {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
+  explicit ThreadPool(int n_threads);  // total threads, the caller included; 1..kMaxThreads
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  static constexpr int kMaxThreads = 255;
 
-  // Calls fn(begin, end, index) on disjoint ranges covering [0, n); index in
-  // [0, size()) names the range (ranges depend only on n and size(), never on
-  // timing). Two calls running at the same time never share an index, so
-  // scratch indexed by it is private to the call.
+  // Calls fn(begin, end, index) on disjoint ranges covering [0, n), giving
+  // each range at least `grain` items (small jobs cost less on one thread
+  // than the wake-up of another). index in [0, size()) names the range;
+  // ranges depend only on n, grain and size(), never on timing. Two calls
+  // running at the same time never share an index, so scratch indexed by it
+  // is private to the call.
   template <typename Fn>
-  void parallel_for(int64_t n, Fn&& fn) {
+  void parallel_for(int64_t n, Fn&& fn, int64_t grain = 1) {
     if (n <= 0) return;
-    if (n_threads_ == 1 || n == 1) {
+    const int64_t g = std::max<int64_t>(grain, 1);
+    const int n_ranges = static_cast<int>(std::min<int64_t>(n_threads_, (n + g - 1) / g));
+    if (n_ranges == 1) {
       fn(int64_t{0}, n, 0);
       return;
     }
-    run(n, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); }, &fn);
+    run(n, n_ranges, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); }, &fn);
   }
 
  private:
   using Thunk = void (*)(void*, int64_t, int64_t, int);
-  void run(int64_t n, Thunk thunk, void* ctx);
+  void run(int64_t n, int n_ranges, Thunk thunk, void* ctx);
   void worker_loop(int index);
   bool try_claim(int range, uint64_t generation);
   void run_claimed(int range);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> generation_{0};  // of the current job; bumped once per job (and at shutdown)
-  std::atomic<int> remaining_{0};        // ranges of the current job not finished yet
+  // The current job: its generation (bumped once per job, and at shutdown)
+  // << 8 | its number of ranges, one word so a worker reads both together.
+  std::atomic<uint64_t> job_{0};
+  std::atomic<int> remaining_{0};  // ranges of the current job not finished yet
   std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per range: the last generation it was claimed in
   std::atomic<bool> stop_{false};
-  // The current job; written before generation_ is bumped.
+  // The current job; written before job_ is bumped.
   Thunk thunk_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
+  int n_ranges_ = 1;  // as in job_, for whoever runs a claimed range
 };
 
 }  // namespace tokamak

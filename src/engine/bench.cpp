@@ -9,9 +9,10 @@
 namespace tokamak::engine {
 namespace {
 
-constexpr int32_t kBlockSize = 16;
-
-int32_t blocks_for(int32_t positions) { return (positions + kBlockSize - 1) / kBlockSize; }
+int32_t blocks_for(const kv::KvLayout& layout, int32_t positions) {
+  layout.validate();
+  return (positions + layout.format.block_size - 1) / layout.format.block_size + layout.recent_blocks();
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -55,10 +56,12 @@ double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int
   return matmul + 4.0 * c.q_dim() * keys * c.n_layers;
 }
 
-ForwardTimer::ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed)
+ForwardTimer::ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed,
+                           const kv::KvFormat& kv_format)
     : model_(model),
       max_positions_(max_positions),
-      kv_(kv_layout_for(model.config(), kBlockSize), blocks_for(std::max(max_positions, 1))),
+      kv_(kv_layout_for(model.config(), kv_format),
+          blocks_for(kv_layout_for(model.config(), kv_format), std::max(max_positions, 1))),
       forward_(model, pool),
       rng_(seed == 0 ? 1 : seed) {}  // xorshift never leaves 0
 
@@ -87,15 +90,37 @@ double ForwardTimer::prefill(int32_t n_tokens) {
   return seconds_since(start);
 }
 
-double ForwardTimer::decode(int32_t n_tokens) {
-  check(n_tokens);
+void ForwardTimer::fill_context(int32_t ctx) {
   kv_.free_sequence(0);
+  if (ctx == 0) return;
+  const ModelConfig& c = model_.config();
+  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
+  kv_.prepare_write(0, 0, ctx);
+  for (int32_t layer = 0; layer < c.n_layers; ++layer) {
+    for (int32_t pos = 0; pos < ctx; ++pos) {
+      for (size_t i = 0; i < k.size(); ++i) {  // uniform in [-1, 1)
+        k[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
+        v[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
+      }
+      kv_.write(0, layer, pos, k.data(), v.data());
+    }
+  }
+  kv_.set_length(0, ctx);
+}
+
+double ForwardTimer::decode(int32_t n_tokens, int32_t ctx) {
+  check(n_tokens);
+  if (ctx < 0 || ctx > max_positions_ - n_tokens) {
+    throw Error("bench: a context of " + std::to_string(ctx) + " and " + std::to_string(n_tokens) +
+                " tokens do not fit in " + std::to_string(max_positions_) + " positions");
+  }
+  fill_context(ctx);
   std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
   for (int32_t& t : tokens) t = next_token();
   const auto start = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < n_tokens; ++i) {
     batch_.clear();
-    batch_.add(tokens[static_cast<size_t>(i)], i, 0, true);
+    batch_.add(tokens[static_cast<size_t>(i)], ctx + i, 0, true);
     forward_.run(batch_, kv_);
   }
   return seconds_since(start);
@@ -110,18 +135,25 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
   const std::vector<std::span<const std::byte>> ranges = weight_ranges(model);
   const ReadBandwidth bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes);
   const size_t bytes = model.weight_bytes();
-  ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen), o.seed);
+  if (o.contexts.empty()) throw Error("bench: no context lengths given");
+  int32_t max_ctx = 0;
+  for (int32_t ctx : o.contexts) {
+    if (ctx < 0) throw Error("bench: context length " + std::to_string(ctx) + " is negative");
+    max_ctx = std::max(max_ctx, ctx);
+  }
+  ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen + max_ctx), o.seed, o.kv_format);
 
   std::vector<BenchResult> results;
-  auto measure = [&](bool prefill, int32_t n) {
+  auto measure = [&](bool prefill, int32_t n, int32_t ctx) {
     BenchResult r;
     r.test = (prefill ? "pp" : "tg") + std::to_string(n);
     r.n_prompt = prefill ? n : 0;
     r.n_gen = prefill ? 0 : n;
+    r.ctx = ctx;
     r.threads = pool.size();
     r.bandwidth_gbs = bw.bytes_per_s / 1e9;
     r.weight_bytes = bytes;
-    auto run = [&] { return prefill ? timer.prefill(n) : timer.decode(n); };
+    auto run = [&] { return prefill ? timer.prefill(n) : timer.decode(n, ctx); };
     run();  // warm-up: first-touch of buffers and pages
     std::vector<double> seconds;
     std::vector<double> tps;
@@ -134,7 +166,7 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     const double flops = prefill ? forward_flops(model.config(), n, 0, 1)
                                  : [&] {
                                      double f = 0.0;
-                                     for (int32_t i = 0; i < n; ++i) f += forward_flops(model.config(), 1, i, 1);
+                                     for (int32_t i = 0; i < n; ++i) f += forward_flops(model.config(), 1, ctx + i, 1);
                                      return f;
                                    }();
     r.gflops = flops / r.seconds.median / 1e9;
@@ -143,8 +175,10 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     r.roofline_fraction = r.tokens_per_s.median / r.roofline_tokens_per_s;
     results.push_back(r);
   };
-  if (o.n_prompt > 0) measure(true, o.n_prompt);
-  if (o.n_gen > 0) measure(false, o.n_gen);
+  if (o.n_prompt > 0) measure(true, o.n_prompt, 0);
+  if (o.n_gen > 0) {
+    for (int32_t ctx : o.contexts) measure(false, o.n_gen, ctx);
+  }
   return results;
 }
 

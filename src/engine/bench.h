@@ -40,17 +40,23 @@ std::vector<std::span<const std::byte>> weight_ranges(const Model& model);
 // matrix products plus QK^T and AV of attention. Norms and activations are left out.
 double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int64_t n_logits);
 
-// One model's Forward context and a KV cache for `max_positions`, reused across timings
-// so that only the first run allocates. Tokens are random ids drawn from `seed`.
+// One model's Forward context and a KV cache for `max_positions` (stored as
+// `kv_format` says), reused across timings so that only the first run
+// allocates. Tokens are random ids drawn from `seed`.
 class ForwardTimer {
  public:
-  ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed);
+  ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed,
+               const kv::KvFormat& kv_format = {});
   // Seconds for one batch of n_tokens at positions 0..n-1, logits of the last.
   double prefill(int32_t n_tokens);
-  // Seconds for n_tokens steps of one token each at positions 0..n-1, logits of each.
-  double decode(int32_t n_tokens);
+  // Seconds for n_tokens steps of one token each at positions ctx..ctx+n-1,
+  // logits of each. Positions [0, ctx) first get random K/V, untimed: the
+  // cost of attention depends on how many keys there are, not on their
+  // values, and a real prefill of a long context would take far longer.
+  double decode(int32_t n_tokens, int32_t ctx = 0);
 
  private:
+  void fill_context(int32_t ctx);
   int32_t next_token();
   void check(int32_t n_tokens) const;
 
@@ -65,6 +71,8 @@ class ForwardTimer {
 struct BenchOptions {
   int32_t n_prompt = 512;  // 0: no prefill test
   int32_t n_gen = 128;     // 0: no decode test
+  std::vector<int32_t> contexts = {0};  // a decode test after each of these context lengths
+  kv::KvFormat kv_format;
   int repetitions = 5;
   int bandwidth_passes = 5;
   uint64_t seed = 1234;
@@ -74,6 +82,7 @@ struct BenchResult {
   std::string test;  // "pp512", "tg128"
   int32_t n_prompt = 0;
   int32_t n_gen = 0;
+  int32_t ctx = 0;  // positions in the cache before the decode test
   int threads = 0;
   TimingStats tokens_per_s;
   TimingStats seconds;

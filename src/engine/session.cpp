@@ -5,16 +5,19 @@
 
 #include "core/error.h"
 #include "engine/stop_strings.h"
+#include "kv/kv_memory.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak::engine {
 namespace {
 
-int32_t blocks_for(int32_t n_ctx, int32_t block_size) {
+int32_t blocks_for(const kv::KvLayout& layout, int32_t n_ctx, int64_t memory_bytes) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
-  if (block_size <= 0) throw Error("block size must be positive, got " + std::to_string(block_size));
-  return (n_ctx + block_size - 1) / block_size;
+  layout.validate();
+  if (memory_bytes > 0) return kv::blocks_for_bytes(layout, memory_bytes);
+  const int32_t bs = layout.format.block_size;
+  return (n_ctx + bs - 1) / bs + layout.recent_blocks();
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -23,10 +26,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Session::Session(const Model& model, ThreadPool& pool, int32_t n_ctx, int32_t block_size)
+Session::Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format,
+                 int64_t kv_memory_bytes)
     : model_(model),
       n_ctx_(n_ctx),
-      kv_(kv_layout_for(model.config(), block_size), blocks_for(n_ctx, block_size)),
+      kv_(kv_layout_for(model.config(), kv_format),
+          blocks_for(kv_layout_for(model.config(), kv_format), n_ctx, kv_memory_bytes)),
       forward_(model, pool) {}
 
 void Session::defer(int32_t token) {

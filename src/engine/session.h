@@ -26,8 +26,10 @@ namespace tokamak::engine {
 
 class Session {
  public:
-  // Reserves KV blocks for n_ctx positions (rounded up to whole blocks).
-  Session(const Model& model, ThreadPool& pool, int32_t n_ctx, int32_t block_size = 16);
+  // Reserves KV blocks stored as `kv_format` says: for n_ctx positions
+  // (rounded up to whole blocks), or as many as fit in kv_memory_bytes when > 0.
+  Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format = {},
+          int64_t kv_memory_bytes = 0);
 
   // Appends tokens, runs every token not yet in the KV cache (a deferred one
   // first) as one batch, and returns the logits after the last [n_vocab]

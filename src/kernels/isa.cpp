@@ -3,7 +3,7 @@
 namespace tokamak::kernels {
 namespace {
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if TOKAMAK_HAVE_X86_SIMD
 // libgcc's / compiler-rt's CPU model also checks XGETBV, so AVX and AVX-512
 // count as supported only when the OS saves their registers.
 bool cpu_has(Isa isa) {
@@ -14,53 +14,55 @@ bool cpu_has(Isa isa) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
   switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return avx2;
-    case Isa::kAvx512: return avx512;
-    case Isa::kAvx512Vnni: return vnni;
-    case Isa::kAvx512Bf16: return vnni && __builtin_cpu_supports("avx512bf16");
-    case Isa::kNeon: return false;
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return avx2;
+    case Isa::Avx512: return avx512;
+    case Isa::Avx512Vnni: return vnni;
+    case Isa::Avx512Bf16: return vnni && __builtin_cpu_supports("avx512bf16");
+    case Isa::Neon: return false;
   }
   return false;
 }
 #elif defined(__aarch64__)
-bool cpu_has(Isa isa) { return isa == Isa::kScalar || isa == Isa::kNeon; }
+bool cpu_has(Isa isa) { return isa == Isa::Scalar || isa == Isa::Neon; }
 #else
-bool cpu_has(Isa isa) { return isa == Isa::kScalar; }
+bool cpu_has(Isa isa) { return isa == Isa::Scalar; }
 #endif
+
+constexpr Isa kAll[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Neon};
 
 }  // namespace
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx512Vnni: return "avx512_vnni";
-    case Isa::kAvx512Bf16: return "avx512_bf16";
-    case Isa::kNeon: return "neon";
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512_vnni";
+    case Isa::Avx512Bf16: return "avx512_bf16";
+    case Isa::Neon: return "neon";
   }
-  return "unknown";
+  return "?";
 }
 
 bool isa_supported(Isa isa) {
-  // CPUID does not change while the process runs; this caches an immutable fact.
-  static const bool supported[] = {cpu_has(Isa::kScalar),     cpu_has(Isa::kAvx2),
-                                   cpu_has(Isa::kAvx512),     cpu_has(Isa::kAvx512Vnni),
-                                   cpu_has(Isa::kAvx512Bf16), cpu_has(Isa::kNeon)};
+  // CPUID does not change while the process runs: an immutable fact, computed once.
+  static const bool supported[] = {cpu_has(kAll[0]), cpu_has(kAll[1]), cpu_has(kAll[2]),
+                                   cpu_has(kAll[3]), cpu_has(kAll[4]), cpu_has(kAll[5])};
   return supported[static_cast<int>(isa)];
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::kNeon, Isa::kAvx512Bf16, Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvx2}) {
-    if (isa_supported(isa)) return isa;
+  Isa best = Isa::Scalar;
+  for (Isa isa : kAll) {
+    if (isa_supported(isa)) best = isa;
   }
-  return Isa::kScalar;
+  return best;
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16, Isa::kNeon}) {
+  for (Isa isa : kAll) {
     if (isa_supported(isa)) out.push_back(isa);
   }
   return out;

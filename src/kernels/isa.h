@@ -1,6 +1,9 @@
-// Instruction-set variants of the SIMD kernels. One binary carries every
-// variant its target architecture can have; the fastest one the CPU supports
-// is chosen at run time (CPUID, including the OS's register-state support).
+// Instruction sets the SIMD kernels are built for, and which ones this CPU runs.
+// Each SIMD variant lives in its own file whose functions carry a target
+// attribute (TOKAMAK_TARGET_* below), so the library builds for baseline
+// x86-64 and picks a variant at run time (CPUID, including the OS's support
+// for the register state). A caller chooses once (best_isa()) and passes the
+// choice down; tests run every supported variant against the references.
 #pragma once
 
 #include <string_view>
@@ -8,23 +11,63 @@
 
 namespace tokamak::kernels {
 
-// In increasing order of capability on x86-64; each level includes the ones
-// below it. kNeon is the only vector level of an AArch64 build.
+// On x86-64 each level includes the ones before it; Neon is the only vector
+// level of an AArch64 build.
 enum class Isa {
-  kScalar,      // portable C++; the reference every variant is tested against
-  kAvx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
-  kAvx512,      // + AVX-512 F/BW/VL/DQ (Skylake-X)
-  kAvx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
-  kAvx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
-  kNeon,        // AArch64 Advanced SIMD
+  Scalar,      // portable C++: the reference every variant is tested against
+  Avx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
+  Avx512,      // + AVX-512 F/BW/VL/DQ (Skylake-SP)
+  Avx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
+  Avx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
+  Neon,        // AArch64 Advanced SIMD
 };
 
-std::string_view isa_name(Isa isa);
-// True when this binary has the variant and this CPU can run it.
+std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "neon"
+// True when this CPU can run the variant (and the build has it).
 bool isa_supported(Isa isa);
 // The most capable supported variant.
 Isa best_isa();
-// Every supported variant, kScalar first.
+// Every supported variant, narrowest first.
 std::vector<Isa> supported_isas();
 
+// Whether a variant includes the AVX2 (resp. AVX-512 F/BW/VL/DQ) level.
+inline bool isa_has_avx2(Isa isa) { return isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
+inline bool isa_has_avx512(Isa isa) { return isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
+
 }  // namespace tokamak::kernels
+
+// Function-level target attributes: AVX2 variants assume FMA, F16C and BMI2
+// too (every AVX2 CPU has them); AVX-512 variants assume F, BW, VL and DQ
+// (every AVX-512 server CPU since Skylake-SP).
+#define TOKAMAK_ISA_AVX2 "avx2,fma,f16c,bmi2"
+#define TOKAMAK_ISA_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"
+#define TOKAMAK_ISA_AVX512_VNNI TOKAMAK_ISA_AVX512 ",avx512vnni"
+#define TOKAMAK_ISA_AVX512_BF16 TOKAMAK_ISA_AVX512_VNNI ",avx512bf16"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TOKAMAK_HAVE_X86_SIMD 1
+#define TOKAMAK_TARGET_AVX2 __attribute__((target(TOKAMAK_ISA_AVX2)))
+#define TOKAMAK_TARGET_AVX512 __attribute__((target(TOKAMAK_ISA_AVX512)))
+#else
+#define TOKAMAK_HAVE_X86_SIMD 0
+#endif
+
+// A target region: every function defined between TOKAMAK_TARGET_REGION_* and
+// TOKAMAK_TARGET_REGION_END gets the target attribute, templates and their
+// instantiations included. Include every header before opening a region, so
+// that no inline function shared with other files is compiled for the target.
+#define TOKAMAK_PRAGMA(x) _Pragma(#x)
+#if TOKAMAK_HAVE_X86_SIMD && defined(__clang__)
+#define TOKAMAK_TARGET_REGION(isa) TOKAMAK_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define TOKAMAK_TARGET_REGION_END _Pragma("clang attribute pop")
+#elif TOKAMAK_HAVE_X86_SIMD
+// GCC 12's _mm512_cast*256*512 read an "undefined" register on purpose (GCC
+// bug 105593); its -Wuninitialized warnings are noise inside the regions.
+#define TOKAMAK_TARGET_REGION(isa)                                                                     \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")               \
+      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") _Pragma("GCC push_options") \
+          TOKAMAK_PRAGMA(GCC target(isa))
+#define TOKAMAK_TARGET_REGION_END _Pragma("GCC pop_options") _Pragma("GCC diagnostic pop")
+#endif
+#define TOKAMAK_TARGET_REGION_AVX2 TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX2)
+#define TOKAMAK_TARGET_REGION_AVX512 TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512)

@@ -4,9 +4,10 @@
 // through vpmaddubsw (unsigned operands <= 63, or |w| with the sign moved
 // onto the activation), one float accumulator per output element with the
 // same operations whatever the tile shape (batch invariance).
+#include "kernels/isa.h"
 #include "kernels/matmul_kernels.h"
 
-#if defined(__x86_64__)
+#if TOKAMAK_HAVE_X86_SIMD
 // Every header the kernels use is included before the target switch, so no
 // inline function shared with other files gets compiled for AVX2 here.
 #include <immintrin.h>
@@ -17,12 +18,7 @@
 
 #include "kernels/quants_blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,bmi2")
-#endif
+TOKAMAK_TARGET_REGION_AVX2
 
 namespace tokamak::kernels {
 namespace {
@@ -476,13 +472,9 @@ GemmKernel gemm_kernel_avx2(DType t) {
 
 }  // namespace tokamak::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TOKAMAK_TARGET_REGION_END
 
-#else  // not x86-64
+#else  // no x86 SIMD in this build
 
 namespace tokamak::kernels {
 GemmKernel gemm_kernel_avx2(DType) { return {}; }

@@ -1,8 +1,9 @@
 // The AVX-512 (F/BW/VL/DQ, no VNNI) matmul kernels: matmul_avx512.h compiled
 // for that target. Integer dots go through int16 pair sums (vpmaddubsw).
+#include "kernels/isa.h"
 #include "kernels/matmul_kernels.h"
 
-#if defined(__x86_64__)
+#if TOKAMAK_HAVE_X86_SIMD
 // Every header the kernels use is included before the target switch, so no
 // inline function shared with other files gets compiled for AVX-512 here.
 #include <immintrin.h>
@@ -13,15 +14,7 @@
 
 #include "kernels/quants_blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's _mm512_cast*256*512 read an "undefined" register on purpose (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq")
-#endif
+TOKAMAK_TARGET_REGION_AVX512
 
 #include "kernels/matmul_avx512.h"
 
@@ -40,13 +33,9 @@ GemmKernel gemm_kernel_avx512(DType t) { return avx512_kernel<DotBw>(t); }
 
 }  // namespace tokamak::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TOKAMAK_TARGET_REGION_END
 
-#else  // not x86-64
+#else  // no x86 SIMD in this build
 
 namespace tokamak::kernels {
 GemmKernel gemm_kernel_avx512(DType) { return {}; }

@@ -2,9 +2,10 @@
 // pairs into 16 f32 sums per instruction, twice the rate of converting to
 // f32 and using FMA. Activations are bf16 (ActFormat::kBF16), as in llama.cpp.
 // The other types use the VNNI kernels (gemm_kernel falls back to them).
+#include "kernels/isa.h"
 #include "kernels/matmul_kernels.h"
 
-#if defined(__x86_64__)
+#if TOKAMAK_HAVE_X86_SIMD
 #include <immintrin.h>
 
 #include <array>
@@ -13,15 +14,7 @@
 
 #include "kernels/quants_blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's _mm512_cast*256*512 read an "undefined" register on purpose (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16")
-#endif
+TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_BF16)
 
 #include "kernels/matmul_avx512.h"
 
@@ -86,13 +79,9 @@ GemmKernel gemm_kernel_avx512_bf16(DType t) {
 
 }  // namespace tokamak::kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TOKAMAK_TARGET_REGION_END
 
-#else  // not x86-64
+#else  // no x86 SIMD in this build
 
 namespace tokamak::kernels {
 GemmKernel gemm_kernel_avx512_bf16(DType) { return {}; }

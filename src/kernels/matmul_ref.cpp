@@ -252,22 +252,22 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
   // Each case tries its own table, then falls through to the next lower variant.
   GemmKernel k;
   switch (isa) {
-    case Isa::kNeon:
+    case Isa::Neon:
       if ((k = gemm_kernel_neon(t)).fn != nullptr) return k;
       break;
-    case Isa::kAvx512Bf16:
+    case Isa::Avx512Bf16:
       if ((k = gemm_kernel_avx512_bf16(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::kAvx512Vnni:
+    case Isa::Avx512Vnni:
       if ((k = gemm_kernel_avx512_vnni(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::kAvx512:
+    case Isa::Avx512:
       if ((k = gemm_kernel_avx512(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::kAvx2:
+    case Isa::Avx2:
       if ((k = gemm_kernel_avx2(t)).fn != nullptr) return k;
       break;
-    case Isa::kScalar: break;
+    case Isa::Scalar: break;
   }
   return gemm_kernel_scalar(t);
 }

@@ -28,16 +28,16 @@ void ensure_size(std::vector<T>& v, int64_t n) {
 
 }  // namespace
 
-kv::KvLayout kv_layout_for(const ModelConfig& c, int32_t block_size) {
+kv::KvLayout kv_layout_for(const ModelConfig& c, const kv::KvFormat& format) {
   kv::KvLayout l;
   l.n_layers = c.n_layers;
   l.n_kv_heads = c.n_kv_heads;
   l.head_dim = c.head_dim;
-  l.block_size = block_size;
+  l.format = format;
   return l;
 }
 
-void Forward::grow(int64_t n, int64_t n_out, int64_t max_keys) {
+void Forward::grow(int64_t n, int64_t n_out) {
   const ModelConfig& c = model_.config();
   ensure_size(x_, n * c.n_embd);
   ensure_size(xb_, n * c.n_embd);
@@ -51,8 +51,6 @@ void Forward::grow(int64_t n, int64_t n_out, int64_t max_keys) {
   ensure_size(out_in_, n_out * c.n_embd);
   ensure_size(logits_, n_out * c.n_vocab);
   ensure_size(rope_cos_sin_, c.rope_dim);
-  if (max_keys > max_keys_) max_keys_ = max_keys;
-  ensure_size(scores_, static_cast<int64_t>(pool_.size()) * max_keys_);
 }
 
 void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
@@ -63,6 +61,7 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
   }
   const int32_t n_vocab = model_.config().n_vocab;
   new_lengths_.clear();
+  first_writes_.clear();
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = batch.tokens[static_cast<size_t>(i)];
     const int32_t pos = batch.positions[static_cast<size_t>(i)];
@@ -72,7 +71,10 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
                   std::to_string(n_vocab) + ")");
     }
     if (seq < 0 || seq > (1 << 20)) throw Error("batch entry " + std::to_string(i) + ": bad sequence id " + std::to_string(seq));
-    if (static_cast<size_t>(seq) >= new_lengths_.size()) new_lengths_.resize(static_cast<size_t>(seq) + 1, -1);
+    if (static_cast<size_t>(seq) >= new_lengths_.size()) {
+      new_lengths_.resize(static_cast<size_t>(seq) + 1, -1);
+      first_writes_.resize(static_cast<size_t>(seq) + 1, INT64_MAX);
+    }
     int64_t& len = new_lengths_[static_cast<size_t>(seq)];
     if (len < 0) len = kv.length(seq);
     if (pos < 0 || pos > len) {
@@ -80,44 +82,15 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
                   std::to_string(seq) + " leaves a gap (the sequence holds " + std::to_string(len) + " positions)");
     }
     len = std::max<int64_t>(len, pos + 1);
+    first_writes_[static_cast<size_t>(seq)] = std::min<int64_t>(first_writes_[static_cast<size_t>(seq)], pos);
   }
   for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
-    if (new_lengths_[seq] >= 0) kv.reserve(static_cast<int32_t>(seq), new_lengths_[seq]);
+    if (new_lengths_[seq] >= 0) kv.prepare_write(static_cast<int32_t>(seq), first_writes_[seq], new_lengths_[seq]);
   }
 }
 
 void Forward::attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer) {
-  const ModelConfig& c = model_.config();
-  const int64_t n = batch.size();
-  kv::BlockPool& pool = kv.pool();
-  const int32_t bs = pool.layout().block_size;
-  // Store this step's K/V rows where their positions live; keys are stored
-  // already rotated.
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t pos = batch.positions[static_cast<size_t>(t)];
-    const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
-    const int32_t block = table.blocks[static_cast<size_t>(pos / bs)];
-    const int64_t row = static_cast<int64_t>(pos % bs) * c.kv_dim();
-    std::copy_n(k_.data() + t * c.kv_dim(), c.kv_dim(), pool.k_page(block, layer) + row);
-    std::copy_n(v_.data() + t * c.kv_dim(), c.kv_dim(), pool.v_page(block, layer) + row);
-  }
-  // One task per (token, kv head): the query heads of a group share K/V rows.
-  const int group = c.n_heads / c.n_kv_heads;
-  pool_.parallel_for(n * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scores_.data() + static_cast<int64_t>(thread) * max_keys_;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / c.n_kv_heads;
-      const int kvh = static_cast<int>(task % c.n_kv_heads);
-      const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
-      const kernels::KvPages pages = pool.layer_pages(layer, table.blocks.data());
-      const int64_t pos = batch.positions[static_cast<size_t>(t)];
-      // Causal; with a sliding window only the last `sliding_window` positions.
-      const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - c.sliding_window) : 0;
-      kernels::attention_ref(q_.data() + t * c.q_dim(), c.n_heads, c.n_kv_heads, c.head_dim, pages, first, pos + 1,
-                             c.attn_logit_softcap, kvh * group, (kvh + 1) * group, att_.data() + t * c.q_dim(),
-                             scores);
-    }
-  });
+  attention_.run(batch, kv, layer, k_.data(), v_.data(), pool_);
 }
 
 std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
@@ -125,13 +98,11 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const int64_t n = batch.size();
-  int64_t n_out = 0, max_keys = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
-    max_keys = std::max<int64_t>(max_keys, batch.positions[static_cast<size_t>(t)] + 1);
-  }
-  grow(n, n_out, max_keys);
+  int64_t n_out = 0;
+  for (int64_t t = 0; t < n; ++t) n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
+  grow(n, n_out);
   if (n == 0) return {};
+  attention_.plan(c, batch, q_.data(), att_.data(), pool_.size());
 
   const int64_t d = c.n_embd;
   for (int64_t t = 0; t < n; ++t) {

@@ -70,6 +70,25 @@ TEST(BenchCli, JsonLinesHaveTheKeys) {
   }
 }
 
+// --ctx adds a decode test per context length; each JSON line names its ctx
+// and the KV storage.
+TEST(BenchCli, ContextLengthsGiveOneDecodeTestEach) {
+  const auto r = run_command({tokamak_bin(), "bench", "-m", test_data("fixtures/models/micro-llama-q4_0.gguf"), "-p",
+                              "0", "-n", "2", "--ctx", "0,100", "-r", "1", "-t", "1", "--kv-type", "q8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> objects;
+  for (std::string line; std::getline(lines, line);) objects.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(objects.size(), 2u) << r.out;
+  EXPECT_EQ(objects[0].at("ctx"), 0);
+  EXPECT_EQ(objects[1].at("ctx"), 100);
+  for (const nlohmann::json& j : objects) {
+    EXPECT_EQ(j.at("test"), "tg2");
+    EXPECT_EQ(j.at("kv_type_k"), "q8");
+    EXPECT_EQ(j.at("kv_type_v"), "q8");
+  }
+}
+
 TEST(BenchCli, TablePrintsOneRowPerTest) {
   const auto r = run_command({tokamak_bin(), "bench", "-m", test_data("fixtures/models/micro-llama-f16.gguf"), "-p",
                               "8", "-n", "0", "-r", "1", "-t", "1"});
@@ -102,6 +121,8 @@ TEST(ToolsCli, UserErrorsGiveMessagesAndNonZeroExit) {
       {{"bench", "-m", "/nonexistent/m.gguf"}, "/nonexistent/m.gguf"},
       {{"bench", "-m", f32, "-p", "0", "-n", "0"}, "nothing to measure"},
       {{"bench", "-m", f32, "-r", "0"}, "-r"},
+      {{"bench", "-m", f32, "--ctx", "128,x"}, "option --ctx: 'x'"},
+      {{"bench", "-m", f32, "--kv-type", "q5"}, "unknown KV type 'q5'"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {tokamak_bin()};

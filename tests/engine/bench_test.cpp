@@ -80,5 +80,35 @@ TEST(Bench, TimesPrefillAndDecodeThroughForward) {
   EXPECT_THROW(run_bench(model, pool, o), Error);
 }
 
+// Decode after a context filled with random K/V, in any KV format: one
+// decode result per context length, each carrying its length.
+TEST(Bench, DecodesAfterFilledContexts) {
+  const Model model = Model::load(test_data("fixtures/models/micro-llama-q4_0.gguf"));
+  ThreadPool pool(1);
+  kv::KvFormat q8;
+  q8.k_type = q8.v_type = kernels::KvType::Q8;
+  q8.recent = 8;
+  ForwardTimer timer(model, pool, 40, 0, q8);
+  EXPECT_GT(timer.decode(3, 37), 0.0);
+  EXPECT_THROW(timer.decode(3, 38), Error);
+  EXPECT_THROW(timer.decode(3, -1), Error);
+
+  BenchOptions o;
+  o.n_prompt = 0;
+  o.n_gen = 2;
+  o.contexts = {0, 40};
+  o.repetitions = 1;
+  o.bandwidth_passes = 1;
+  o.kv_format = q8;
+  const std::vector<BenchResult> results = run_bench(model, pool, o);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].ctx, 0);
+  EXPECT_EQ(results[1].ctx, 40);
+  EXPECT_EQ(results[1].test, "tg2");
+  EXPECT_GT(results[1].gflops * results[1].seconds.median, results[0].gflops * results[0].seconds.median);
+  o.contexts = {-1};
+  EXPECT_THROW(run_bench(model, pool, o), Error);
+}
+
 }  // namespace
 }  // namespace tokamak::engine

@@ -74,7 +74,7 @@ class SharedSteps : public ::testing::Test {
   // All requests in shared batches; each one's generated tokens.
   std::vector<std::vector<int32_t>> shared(const std::vector<Request>& rs) const {
     ThreadPool pool(2);
-    kv::KvCache kv(kv_layout_for(model_.config(), 16), 64);
+    kv::KvCache kv(kv_layout_for(model_.config(), kv::KvFormat{}), 64);
     Forward forward(model_, pool);
     struct State {
       std::unique_ptr<sampling::Sampler> sampler;

@@ -51,7 +51,10 @@ TEST_P(Families, LogitsMatchThePlainReference) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 5) % spec.n_vocab);
   ThreadPool pool(2);
-  kv::KvCache kv(kv_layout_for(model.config(), 8), 8);
+  kv::KvFormat f32_kv;  // the reference keeps K/V in f64; f16 storage would cost ~1e-3
+  f32_kv.k_type = f32_kv.v_type = kernels::KvType::F32;
+  f32_kv.block_size = 8;
+  kv::KvCache kv(kv_layout_for(model.config(), f32_kv), 8);
   Forward forward(model, pool);
   Batch batch;
   for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, true);

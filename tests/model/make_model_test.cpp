@@ -122,7 +122,7 @@ TEST(MakeModel, LoadsAndRunsWithUnitScaleLogits) {
   EXPECT_EQ(c.n_ctx_train, 512);
   EXPECT_FALSE(c.tied_output);
   ThreadPool pool(2);
-  kv::KvCache kv(kv_layout_for(c, 16), 8);
+  kv::KvCache kv(kv_layout_for(c), 8);
   Forward forward(model, pool);
   Batch batch;
   for (int32_t i = 0; i < 32; ++i) batch.add((i * 37 + 1) % c.n_vocab, i, 0, true);
