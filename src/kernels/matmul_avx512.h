@@ -78,13 +78,6 @@ inline void prefetch_next_rows(const uint8_t* p, size_t ws) {
 
 // ======================= 32-element formats x Q8_0 =======================
 
-// A decoded pair of 32-element blocks of one weight row.
-struct WPair {
-  __m512i q;  // 64 quants in element order (block 0 then block 1)
-  __m512 d;   // scales, [d0 x8, d1 x8]
-  __m512 m;   // mins, same layout (kHasMin formats only)
-};
-
 // [16 bytes at a, twice; 16 bytes at b, twice]; b is not read when !kTwo
 // (zeros instead): only the bytes of the blocks are read, never past them.
 template <bool kTwo>
@@ -99,31 +92,26 @@ inline __m512i nibbles(__m512i qs) {
   return _mm512_and_si512(_mm512_srlv_epi16(qs, load_table(kShift0404)), _mm512_set1_epi8(0x0F));
 }
 
-// Each decoder: kBytes per block; q either unsigned with true value q - kOffset
-// (kSigned false) or signed; kHasMin adds m * sum(x). decode<kTwo> reads two
-// blocks at p, or one (the second then decodes as zeros).
+// Each decoder: kBytes per block; quants<kTwo> reads the quants of two blocks
+// at p, or of one (the second then decodes as zeros): unsigned with true
+// value q - kOffset (kSigned false) or signed; kHasMin adds m * sum(x).
 
+// Every 32-element format stores its fp16 scale d first and, with kHasMin,
+// its fp16 min m right after it.
 struct DecQ4_0 {
   static constexpr int kBytes = 18, kOffset = 8;
   static constexpr bool kSigned = false, kHasMin = false;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
-    w.q = nibbles(two_qs16<kTwo>(p + 2, p + kBytes + 2));
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    return w;
+  static __m512i quants(const uint8_t* p) {
+    return nibbles(two_qs16<kTwo>(p + 2, p + kBytes + 2));
   }
 };
 struct DecQ4_1 {
   static constexpr int kBytes = 20, kOffset = 0;
   static constexpr bool kSigned = false, kHasMin = true;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
-    w.q = nibbles(two_qs16<kTwo>(p + 4, p + kBytes + 4));
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    w.m = pair_f16(load_u16(p + 2), kTwo ? load_u16(p + kBytes + 2) : 0);
-    return w;
+  static __m512i quants(const uint8_t* p) {
+    return nibbles(two_qs16<kTwo>(p + 4, p + kBytes + 4));
   }
 };
 // The fifth bits: bit e of qh (little-endian u32 per block) is element e's.
@@ -137,48 +125,35 @@ struct DecQ5_0 {
   static constexpr int kBytes = 22, kOffset = 16;
   static constexpr bool kSigned = false, kHasMin = false;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
-    w.q = add_fifth_bits<kTwo, 2, kBytes>(nibbles(two_qs16<kTwo>(p + 6, p + kBytes + 6)), p);
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    return w;
+  static __m512i quants(const uint8_t* p) {
+    return add_fifth_bits<kTwo, 2, kBytes>(nibbles(two_qs16<kTwo>(p + 6, p + kBytes + 6)), p);
   }
 };
 struct DecQ5_1 {
   static constexpr int kBytes = 24, kOffset = 0;
   static constexpr bool kSigned = false, kHasMin = true;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
-    w.q = add_fifth_bits<kTwo, 4, kBytes>(nibbles(two_qs16<kTwo>(p + 8, p + kBytes + 8)), p);
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    w.m = pair_f16(load_u16(p + 2), kTwo ? load_u16(p + kBytes + 2) : 0);
-    return w;
+  static __m512i quants(const uint8_t* p) {
+    return add_fifth_bits<kTwo, 4, kBytes>(nibbles(two_qs16<kTwo>(p + 8, p + kBytes + 8)), p);
   }
 };
 struct DecQ8_0 {
   static constexpr int kBytes = 34, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
+  static __m512i quants(const uint8_t* p) {
     const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    w.q = kTwo ? _mm512_inserti64x4(_mm512_castsi256_si512(q0), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBytes + 2)), 1)
-               : _mm512_zextsi256_si512(q0);
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    return w;
+    if constexpr (!kTwo) return _mm512_zextsi256_si512(q0);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(q0), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBytes + 2)), 1);
   }
 };
 struct DecIQ4_NL {
   static constexpr int kBytes = 18, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
   template <bool kTwo>
-  static WPair decode(const uint8_t* p) {
-    WPair w;
+  static __m512i quants(const uint8_t* p) {
     const __m512i values = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
-    w.q = _mm512_shuffle_epi8(values, nibbles(two_qs16<kTwo>(p + 2, p + kBytes + 2)));
-    w.d = pair_f16(load_u16(p), kTwo ? load_u16(p + kBytes) : 0);
-    return w;
+    return _mm512_shuffle_epi8(values, nibbles(two_qs16<kTwo>(p + 2, p + kBytes + 2)));
   }
 };
 
@@ -191,18 +166,23 @@ struct Q8Rows {
   const float* d(int t) const { return reinterpret_cast<const float*>(qs(t) + d_offset); }
 };
 
+// One pair of blocks (index `pair` in the row) of R rows against T tokens.
 template <class Dec, class Dot, int R, int T, bool kTwo>
 inline void step32(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t pair, __m512 (&acc)[R][T]) {
   const __m512i zero = _mm512_setzero_si512();
-  WPair wp[R];
+  __m512i q[R];
+  __m512 dw[R], mw[R];
   [[maybe_unused]] __mmask64 negative[R];
   for (int r = 0; r < R; ++r) {
-    wp[r] = Dec::template decode<kTwo>(w + static_cast<size_t>(r) * ws);
+    const uint8_t* p = w + static_cast<size_t>(r) * ws;
+    q[r] = Dec::template quants<kTwo>(p);
+    dw[r] = pair_f16(load_u16(p), kTwo ? load_u16(p + Dec::kBytes) : 0);
+    if constexpr (Dec::kHasMin) mw[r] = pair_f16(load_u16(p + 2), kTwo ? load_u16(p + Dec::kBytes + 2) : 0);
     if constexpr (Dec::kSigned && Dot::kVnni) {
-      wp[r].q = _mm512_xor_si512(wp[r].q, _mm512_set1_epi8(static_cast<char>(0x80)));  // w + 128, unsigned
+      q[r] = _mm512_xor_si512(q[r], _mm512_set1_epi8(static_cast<char>(0x80)));  // w + 128, unsigned
     } else if constexpr (Dec::kSigned) {
-      negative[r] = _mm512_movepi8_mask(wp[r].q);
-      wp[r].q = _mm512_abs_epi8(wp[r].q);
+      negative[r] = _mm512_movepi8_mask(q[r]);
+      q[r] = _mm512_abs_epi8(q[r]);
     }
   }
   // Unsigned weights stand for q - offset: start each sum at -offset * sum(x).
@@ -217,12 +197,12 @@ inline void step32(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t pair, _
     for (int r = 0; r < R; ++r) {
       __m512i isum;
       if constexpr (Dec::kSigned && !Dot::kVnni) {
-        isum = Dot::dot4(zero, wp[r].q, _mm512_mask_sub_epi8(xq, negative[r], zero, xq));
+        isum = Dot::dot4(zero, q[r], _mm512_mask_sub_epi8(xq, negative[r], zero, xq));
       } else {
-        isum = Dot::dot4(base, wp[r].q, xq);
+        isum = Dot::dot4(base, q[r], xq);
       }
-      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wp[r].d, dx), acc[r][t]);
-      if constexpr (Dec::kHasMin) acc[r][t] = _mm512_fmadd_ps(xsum, _mm512_mul_ps(wp[r].m, dx), acc[r][t]);
+      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[r], dx), acc[r][t]);
+      if constexpr (Dec::kHasMin) acc[r][t] = _mm512_fmadd_ps(xsum, _mm512_mul_ps(mw[r], dx), acc[r][t]);
     }
   }
 }
@@ -234,7 +214,7 @@ void tile32(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t nb, float* y, 
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t n_pairs = nb / 2;
   for (int64_t p = 0; p < n_pairs; ++p) {
-    prefetch_next_rows<R>(w + 2 * p * Dec::kBytes, ws);
+    for (int line = 0; line < 2 * Dec::kBytes; line += 64) prefetch_next_rows<R>(w + 2 * p * Dec::kBytes + line, ws);
     step32<Dec, Dot, R, T, true>(w + 2 * p * Dec::kBytes, ws, x, p, acc);
   }
   if (nb % 2 != 0) step32<Dec, Dot, R, T, false>(w + 2 * n_pairs * Dec::kBytes, ws, x, n_pairs, acc);
@@ -258,7 +238,7 @@ template <class Dec, class Dot>
 void gemm32(const GemmArgs& a) {
   const Tile32<Dec, Dot> tile{a, act_layout(ActFormat::kQ8_0, a.k).d_offset};
   if (a.n_tokens == 1) {
-    for_each_tile<4, 1>(a, tile);
+    for_each_tile<8, 1>(a, tile);
   } else {
     for_each_tile<4, 4>(a, tile);
   }
