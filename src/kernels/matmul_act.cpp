@@ -15,7 +15,10 @@ void quantize_q8_0(const float* x, std::byte* dst, int64_t k, const ActLayout& l
   auto* sums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    for (int j = 0; j < 32; ++j) {
+      const float a = std::fabs(x[j]);
+      amax = a > amax ? a : amax;
+    }
     d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;

@@ -12,8 +12,11 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
   std::vector<int32_t>& order = order_;
   order.resize(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return batch.seq_ids[static_cast<size_t>(a)] < batch.seq_ids[static_cast<size_t>(b)];
+  // std::sort with the index as tie-break: stable_sort's order without its
+  // temporary buffer (no allocation in the token loop).
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const int32_t sa = batch.seq_ids[static_cast<size_t>(a)], sb = batch.seq_ids[static_cast<size_t>(b)];
+    return sa != sb ? sa < sb : a < b;
   });
   q_rows_.clear();
   out_rows_.clear();

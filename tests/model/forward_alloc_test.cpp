@@ -1,0 +1,68 @@
+// No allocation in the token loop: once a Forward has run a batch of a given
+// size, further decode steps (and the matmuls inside them) allocate nothing.
+// Counts every operator new in this test binary.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "common/test_data.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace tokamak {
+namespace {
+
+TEST(NoAllocation, MatmulReusesItsScratch) {
+  const Model model = Model::load(testing::test_data("fixtures/models/micro-llama-q4_k.gguf"));
+  const LayerWeights& l = model.weights().layers[0];
+  ThreadPool pool(2);
+  kernels::Matmul mm;
+  const int64_t d = model.config().n_embd;
+  std::vector<float> x(static_cast<size_t>(4 * d), 0.5f), q(4 * 1024), k(4 * 1024), v(4 * 1024);
+  mm.run({{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}}, x.data(), 4, pool);  // grows the scratch
+  const int64_t before = g_allocations.load();
+  for (int i = 0; i < 10; ++i) {
+    mm.run({{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}}, x.data(), 1 + i % 4, pool);
+  }
+  EXPECT_EQ(g_allocations.load(), before);
+}
+
+// Decode steps inside one KV block (no new block for the sequence's table).
+TEST(NoAllocation, DecodeStepsAfterTheFirst) {
+  for (const char* name : {"micro-llama-q4_0.gguf", "micro-llama-q6_k.gguf", "micro-llama-f16.gguf"}) {
+    const Model model = Model::load(testing::test_data(std::string("fixtures/models/") + name));
+    ThreadPool pool(2);
+    kv::KvCache kv(kv_layout_for(model.config()), 8);
+    Forward forward(model, pool);
+    Batch batch;
+    batch.add(1, 0, 0, true);
+    forward.run(batch, kv);
+    const int64_t before = g_allocations.load();
+    for (int32_t pos = 1; pos < 16; ++pos) {
+      batch.clear();
+      batch.add(100 + pos, pos, 0, true);
+      forward.run(batch, kv);
+    }
+    EXPECT_EQ(g_allocations.load(), before) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tokamak
