@@ -40,7 +40,9 @@ int64_t row_block(const Target& t) {
 
 void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens) {
   const int64_t rows_per_call = row_block(t);
-  const int64_t token_block = std::max<int64_t>(4, static_cast<int64_t>(kBlockBytes / t.act_stride) / 4 * 4);
+  // A multiple of 12 tokens: whole register tiles (4 or 6 tokens wide), so
+  // only the batch's last tokens go through narrower tiles.
+  const int64_t token_block = std::max<int64_t>(12, static_cast<int64_t>(kBlockBytes / t.act_stride) / 12 * 12);
   GemmArgs a;
   a.type = t.w->type;
   a.w_stride = t.row_bytes;
