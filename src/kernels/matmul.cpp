@@ -14,9 +14,10 @@
 namespace tokamak::kernels {
 namespace {
 
-// A kernel call's weight rows and activation rows should each fit in about a
-// quarter of a 1-2 MB L2, so the rows are read from memory once per token
-// block and the activations once per row block.
+// A kernel call's weight rows and its activation rows should each fit in
+// about a quarter of a 1-2 MB L2. run_rows keeps one block of rows in L2
+// while every token block passes by: weights come from memory once, and the
+// activations (a few MB for a long prompt, in L3) once per row block.
 constexpr size_t kBlockBytes = 256 * 1024;
 // Chunks of rows handed to threads are multiples of this (whole register
 // tiles, whole cache lines of y).
