@@ -1,8 +1,6 @@
-// Instruction sets the SIMD kernels are built for, and which ones this CPU runs.
-// Each SIMD variant lives in its own file whose functions carry a target
-// attribute (TOKAMAK_TARGET_*), so the library builds for baseline x86-64 and
-// picks a variant at run time. A caller chooses once (best_isa()) and passes
-// the choice down; tests run every supported variant against the references.
+// Instruction-set variants of the SIMD kernels. One binary carries every
+// variant its target architecture can have; the fastest one the CPU supports
+// is chosen at run time (CPUID, including the OS's register-state support).
 #pragma once
 
 #include <string_view>
@@ -10,14 +8,23 @@
 
 namespace tokamak::kernels {
 
-enum class Isa { Scalar, Avx2, Avx512 };
+// In increasing order of capability on x86-64; each level includes the ones
+// below it. kNeon is the only vector level of an AArch64 build.
+enum class Isa {
+  kScalar,      // portable C++; the reference every variant is tested against
+  kAvx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
+  kAvx512,      // + AVX-512 F/BW/VL/DQ (Skylake-X)
+  kAvx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
+  kAvx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
+  kNeon,        // AArch64 Advanced SIMD
+};
 
-std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx512"
-// True when this CPU can run the variant (and the build has it).
+std::string_view isa_name(Isa isa);
+// True when this binary has the variant and this CPU can run it.
 bool isa_supported(Isa isa);
-// The widest supported variant.
+// The most capable supported variant.
 Isa best_isa();
-// Every supported variant, narrowest first.
+// Every supported variant, kScalar first.
 std::vector<Isa> supported_isas();
 
 }  // namespace tokamak::kernels

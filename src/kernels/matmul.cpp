@@ -1,21 +1,164 @@
+// The matmul driver: converts activations, splits rows between threads and
+// blocks rows x tokens for the caches; the kernels do the arithmetic.
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <string>
 
+#include "core/error.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/quants.h"
 
 namespace tokamak::kernels {
+namespace {
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const int64_t n_in = w.ne[0];
-  const int64_t n_out = w.ne[1];
-  // Each thread gets at least ~64K multiply-adds: below that, waking a thread
-  // costs more than it saves (a stories260K row is 64 wide).
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n_in * n_tokens));
-  pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
-      const std::byte* row = w.row(r);
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = dot_row_ref(w.type, row, x + t * n_in, n_in);
+// A kernel call's weight rows and activation rows should each fit in about a
+// quarter of a 1-2 MB L2, so the rows are read from memory once per token
+// block and the activations once per row block.
+constexpr size_t kBlockBytes = 256 * 1024;
+// Chunks of rows handed to threads are multiples of this (whole register
+// tiles, whole cache lines of y).
+constexpr int64_t kRowAlign = 16;
+
+struct Target {
+  GemmKernel kernel;
+  const TensorView* w;
+  float* y;
+  int64_t n_rows;
+  size_t row_bytes;
+  int act_slot;           // which converted copy of x it reads; -1: x itself
+  const std::byte* act;  // activation row 0
+  size_t act_stride;
+};
+
+// Rows per kernel call: about kBlockBytes of weights, a multiple of kRowAlign.
+int64_t row_block(const Target& t) {
+  return std::max<int64_t>(kRowAlign, static_cast<int64_t>(kBlockBytes / t.row_bytes) / kRowAlign * kRowAlign);
+}
+
+void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens) {
+  const int64_t rows_per_call = row_block(t);
+  const int64_t token_block = std::max<int64_t>(4, static_cast<int64_t>(kBlockBytes / t.act_stride) / 4 * 4);
+  GemmArgs a;
+  a.type = t.w->type;
+  a.w_stride = t.row_bytes;
+  a.k = k;
+  a.act_stride = t.act_stride;
+  a.ldy = t.n_rows;
+  for (int64_t r0 = begin; r0 < end; r0 += rows_per_call) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
+      a.w = t.w->data + static_cast<size_t>(r0) * t.row_bytes;
+      a.n_rows = std::min(rows_per_call, end - r0);
+      a.act = t.act + static_cast<size_t>(t0) * t.act_stride;
+      a.n_tokens = std::min(token_block, n_tokens - t0);
+      a.y = t.y + t0 * t.n_rows + r0;
+      t.kernel.fn(a);
+    }
+  }
+}
+
+}  // namespace
+
+Matmul::Matmul(MatmulOptions options) : options_(options) {
+  if (!isa_supported(options.isa)) throw Error("matmul: this CPU cannot run the " + std::string(isa_name(options.isa)) + " kernels");
+}
+
+void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  if (outs.empty() || n_tokens <= 0) return;
+  if (outs.size() > static_cast<size_t>(kMaxFused)) {
+    throw Error("matmul: " + std::to_string(outs.size()) + " fused weights, at most " + std::to_string(kMaxFused));
+  }
+  const int64_t k = outs[0].w->ne[0];
+  std::array<Target, kMaxFused> targets;
+  const int n_targets = static_cast<int>(outs.size());
+  for (int j = 0; j < n_targets; ++j) {
+    const TensorView& w = *outs[static_cast<size_t>(j)].w;
+    if (w.ne[0] != k) {
+      throw Error("matmul: fused weight " + std::to_string(j) + " has " + std::to_string(w.ne[0]) +
+                  " inputs per row, the first has " + std::to_string(k));
+    }
+    if (!can_dequantize(w.type)) throw Error("matmul: unsupported weight type " + std::string(dtype_name(w.type)));
+    Target& t = targets[static_cast<size_t>(j)];
+    t.kernel = options_.precision == MatmulPrecision::kF32 ? GemmKernel{gemm_f32_reference, ActFormat::kF32}
+                                                           : gemm_kernel(w.type, options_.isa);
+    t.w = &w;
+    t.y = outs[static_cast<size_t>(j)].y;
+    t.n_rows = w.n_rows();
+    t.row_bytes = w.row_stride();
+  }
+
+  // Convert x once per distinct format; kF32 reads x in place.
+  std::array<ActFormat, kMaxFused> formats;
+  std::array<size_t, kMaxFused> offsets;
+  int n_formats = 0;
+  size_t scratch_bytes = 0;
+  for (int j = 0; j < n_targets; ++j) {
+    Target& t = targets[static_cast<size_t>(j)];
+    t.act_slot = -1;
+    if (t.kernel.act == ActFormat::kF32) {
+      t.act = reinterpret_cast<const std::byte*>(x);
+      t.act_stride = static_cast<size_t>(k) * sizeof(float);
+      continue;
+    }
+    t.act_stride = act_layout(t.kernel.act, k).row_bytes;
+    int f = 0;
+    while (f < n_formats && formats[static_cast<size_t>(f)] != t.kernel.act) ++f;
+    if (f == n_formats) {
+      formats[static_cast<size_t>(f)] = t.kernel.act;
+      offsets[static_cast<size_t>(f)] = scratch_bytes;
+      scratch_bytes += static_cast<size_t>(n_tokens) * t.act_stride;
+      ++n_formats;
+    }
+    t.act_slot = f;
+  }
+  scratch_.reserve(scratch_bytes);
+  for (int j = 0; j < n_targets; ++j) {
+    Target& t = targets[static_cast<size_t>(j)];
+    if (t.act_slot >= 0) t.act = scratch_.data() + offsets[static_cast<size_t>(t.act_slot)];
+  }
+  if (n_formats > 0) {
+    const int64_t token_grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, k));
+    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+      for (int f = 0; f < n_formats; ++f) {
+        const ActFormat fmt = formats[static_cast<size_t>(f)];
+        const size_t stride = act_layout(fmt, k).row_bytes;
+        for (int64_t t = begin; t < end; ++t) {
+          quantize_act_row(fmt, x + t * k, scratch_.data() + offsets[static_cast<size_t>(f)] + static_cast<size_t>(t) * stride, k);
+        }
+      }
+    }, token_grain);
+  }
+
+  // Rows of all targets go out in chunks that threads claim as they finish
+  // the previous one, so a thread slowed by anything else on its core does not
+  // hold up the rest. Which thread computes a row never changes its value.
+  std::array<int64_t, kMaxFused> chunk_rows{};
+  std::array<int64_t, kMaxFused + 1> first_chunk{};
+  const int n_threads = pool.size();
+  for (int j = 0; j < n_targets; ++j) {
+    const Target& t = targets[static_cast<size_t>(j)];
+    const int64_t per_thread = (t.n_rows + 4 * n_threads - 1) / (4 * n_threads);
+    const int64_t rows = std::min(row_block(t), std::max(kRowAlign, (per_thread + kRowAlign - 1) / kRowAlign * kRowAlign));
+    chunk_rows[static_cast<size_t>(j)] = rows;
+    first_chunk[static_cast<size_t>(j) + 1] = first_chunk[static_cast<size_t>(j)] + (t.n_rows + rows - 1) / rows;
+  }
+  const int64_t n_chunks = first_chunk[static_cast<size_t>(n_targets)];
+  // Below ~64K multiply-adds in all, a second thread's wake-up costs more than
+  // it saves (stories260K's rows are 64 wide): the caller does it alone.
+  int64_t work = 0;
+  for (int j = 0; j < n_targets; ++j) work += targets[static_cast<size_t>(j)].n_rows * k * n_tokens;
+  const int64_t grain = work < (int64_t{1} << 16) ? n_threads : 1;
+  std::atomic<int64_t> next_chunk{0};
+  pool.parallel_for(n_threads, [&](int64_t, int64_t, int) {
+    int j = 0;
+    for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+         c = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
+      while (c >= first_chunk[static_cast<size_t>(j) + 1]) ++j;
+      const Target& t = targets[static_cast<size_t>(j)];
+      const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
+      run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens);
     }
   }, grain);
 }

@@ -47,6 +47,18 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Q2_K / Q3_K / TQ2_0 layout of 2-bit values: 128 elements per 32 bytes,
+// element 32k + l of the half in bits 2k..2k+1 of byte l.
+inline int unpack_2bit(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+
+// Q3_K: 16 six-bit scales in 12 bytes. Bytes 0-7 hold the low nibbles
+// (scale j < 8 low, j >= 8 high nibble of byte j-8); bytes 8-11 the high 2
+// bits, scale j at bits 2*(j/4) of byte 8 + j%4. Returns the signed scale (- 32).
+inline int q3k_scale(const uint8_t s[12], int j) {
+  const int low = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+  return (low | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+}
+
 // 32-element formats (quants_legacy.cpp).
 void dequant_q4_0(const void* src, float* dst, int64_t nb);
 void dequant_q4_1(const void* src, float* dst, int64_t nb);

@@ -196,8 +196,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
-// Q2_K / Q3_K / TQ2_0 layout of 2-bit values: 128 elements per 32 bytes,
-// element 32k + l of the half in bits 2k..2k+1 of byte l.
+// The inverse of unpack_2bit (quants_impl.h) over one super-block.
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < kQK_K; j += 128) {
     for (int l = 0; l < 32; ++l) {
@@ -205,7 +204,6 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
     }
   }
 }
-inline int unpack_2bit(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
 
 // Q4_K / Q5_K: packs 8 six-bit scales and mins into 12 bytes (see scale_min_k4).
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t q[12]) {
@@ -220,14 +218,6 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t q[12]) 
       q[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
     }
   }
-}
-
-// Q3_K: 16 six-bit scales in 12 bytes. Bytes 0-7 hold the low nibbles
-// (scale j < 8 low, j >= 8 high nibble of byte j-8); bytes 8-11 the high 2
-// bits, scale j at bits 2*(j/4) of byte 8 + j%4.
-int q3k_scale(const uint8_t s[12], int j) {
-  const int low = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
-  return (low | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
 }
 
 // The sub-block scales (and mins) of Q4_K/Q5_K quantized to 6 bits against
@@ -346,7 +336,7 @@ void dequant_q6_k(const void* src, float* dst, int64_t nb) {
     const auto b = load_block<BlockQ6_K>(src, i);
     const float d = fp16_to_fp32(b.d);
     // Per 128 elements: 64 bytes of ql and 32 of qh. Element 32k + l takes
-    // the low (k even) or high (k odd) nibble of ql[l + 32*(k%2)] and bits
+    // the low (k < 2) or high (k >= 2) nibble of ql[l + 32*(k%2)] and bits
     // 2k..2k+1 of qh[l].
     for (int e = 0; e < kQK_K; ++e) {
       const int h = e / 128, k = e % 128 / 32, l = e % 32;

@@ -120,9 +120,7 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     for (int64_t t = 0; t < n; ++t) {
       kernels::rms_norm(x_.data() + t * d, lw.attn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
     }
-    kernels::matmul(lw.wq, xb_.data(), n, q_.data(), pool_);
-    kernels::matmul(lw.wk, xb_.data(), n, k_.data(), pool_);
-    kernels::matmul(lw.wv, xb_.data(), n, v_.data(), pool_);
+    matmul_.run({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xb_.data(), n, pool_);
     if (c.qkv_bias) {
       add_bias(q_.data(), lw.bq.f32(), n, c.q_dim());
       add_bias(k_.data(), lw.bk.f32(), n, c.kv_dim());
@@ -134,16 +132,15 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
       kernels::rope_apply(rope, rope_cos_sin_.data(), k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim);
     }
     attention_layer(batch, kv, l);
-    kernels::matmul(lw.wo, att_.data(), n, proj_.data(), pool_);
+    matmul_.run(lw.wo, att_.data(), n, proj_.data(), pool_);
     for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
     // Feed-forward sub-block (SwiGLU).
     for (int64_t t = 0; t < n; ++t) {
       kernels::rms_norm(x_.data() + t * d, lw.ffn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
     }
-    kernels::matmul(lw.ffn_gate, xb_.data(), n, gate_.data(), pool_);
-    kernels::matmul(lw.ffn_up, xb_.data(), n, up_.data(), pool_);
+    matmul_.run({{&lw.ffn_gate, gate_.data()}, {&lw.ffn_up, up_.data()}}, xb_.data(), n, pool_);
     kernels::swiglu(gate_.data(), up_.data(), n * c.n_ff);
-    kernels::matmul(lw.ffn_down, gate_.data(), n, proj_.data(), pool_);
+    matmul_.run(lw.ffn_down, gate_.data(), n, proj_.data(), pool_);
     for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
   }
   // Only the rows that want logits go through the final norm and LM head.
@@ -153,7 +150,7 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     kernels::rms_norm(x_.data() + t * d, w.output_norm.f32(), out_in_.data() + o * d, d, c.rms_eps);
     ++o;
   }
-  kernels::matmul(w.output, out_in_.data(), n_out, logits_.data(), pool_);
+  matmul_.run(w.output, out_in_.data(), n_out, logits_.data(), pool_);
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap;
     for (int64_t i = 0; i < n_out * c.n_vocab; ++i) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
@@ -20,7 +21,11 @@ kv::KvLayout kv_layout_for(const ModelConfig& config, const kv::KvFormat& format
 // largest batch seen and are then reused, so a decode loop allocates nothing.
 class Forward {
  public:
-  Forward(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
+  // `matmul` picks the kernels: by default activations in the weights' partner
+  // formats on the best SIMD variant (llama.cpp's arithmetic); precision kF32
+  // gives the all-f32 scalar reference.
+  Forward(const Model& model, ThreadPool& pool, kernels::MatmulOptions matmul = {})
+      : model_(model), pool_(pool), matmul_(matmul) {}
 
   // Runs the batch, appending each token's K/V to its sequence in `kv`.
   // Returns the logits [n_out, n_vocab] of the entries that asked for them, in
@@ -36,6 +41,7 @@ class Forward {
 
   const Model& model_;
   ThreadPool& pool_;
+  kernels::Matmul matmul_;  // owns the scratch of converted activations
   // Activations, row-major, one row per batch token.
   std::vector<float> x_;       // [n, n_embd] residual stream
   std::vector<float> xb_;      // [n, n_embd] normed input of a sub-block

@@ -32,10 +32,10 @@ kv::KvFormat f32_kv() {
 
 // Logits of every position of `ids` as one batch (or one token per call).
 std::vector<float> compute_logits(const Model& model, const std::vector<int32_t>& ids, bool incremental,
-                                  int threads = 1) {
+                                  int threads = 1, kernels::MatmulOptions options = {}) {
   ThreadPool pool(threads);
   kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
-  Forward forward(model, pool);
+  Forward forward(model, pool, options);
   std::vector<float> out;
   Batch batch;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -90,7 +90,8 @@ TEST_P(FixtureLogits, MatchLlamaCppOnBothSequences) {
   for (const std::string seq : {"A", "B"}) {
     const std::vector<float> expected =
         read_f32_file(test_data(std::string("fixtures/logits/") + c.fixture + ".seq" + seq + c.suffix));
-    const std::vector<float> got = compute_logits(model, sequence_ids(seq), false);
+    const std::vector<float> got =
+        compute_logits(model, sequence_ids(seq), false, 1, {kernels::best_isa(), kernels::MatmulPrecision::kF32});
     const float diff = max_abs_diff(got, expected);
     EXPECT_LE(diff, c.tolerance) << c.fixture << " seq" << seq;
     std::printf("%s seq%s max |diff| = %.3g\n", c.fixture, seq.c_str(), diff);

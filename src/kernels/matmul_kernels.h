@@ -1,0 +1,61 @@
+// Internal to the matmul (matmul.cpp and the per-ISA matmul_*.cpp files):
+// the kernel behind each (weight type, instruction set) pair.
+//
+// A kernel computes a rectangle of the product: rows [0, n_rows) of the weight
+// against activation rows [0, n_tokens), already converted to its ActFormat.
+// Batch invariance: every variant computes each output element with the same
+// sequence of float operations whatever n_rows and n_tokens are (its tiles
+// only interleave independent elements), so an element never depends on the
+// rest of the batch or on how rows are split between threads. Integer parts
+// (the dot products of 8-bit quants) are exact in any order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/isa.h"
+#include "kernels/matmul_act.h"
+
+namespace tokamak::kernels {
+
+struct GemmArgs {
+  DType type = DType::F32;         // of the weight
+  const std::byte* w = nullptr;    // weight row 0 (packed GGML blocks, any alignment)
+  size_t w_stride = 0;             // bytes from one weight row to the next
+  int64_t n_rows = 0;
+  int64_t k = 0;                   // elements per row
+  const std::byte* act = nullptr;  // activation row 0 in the kernel's format
+  size_t act_stride = 0;           // bytes from one activation row to the next
+  int64_t n_tokens = 0;
+  float* y = nullptr;              // y[t * ldy + r]
+  int64_t ldy = 0;
+};
+
+using GemmFn = void (*)(const GemmArgs& args);
+
+struct GemmKernel {
+  GemmFn fn = nullptr;  // nullptr: this variant has no kernel for the type
+  ActFormat act = ActFormat::kF32;
+};
+
+// Per-variant tables. The scalar one covers every dequantizable type (types
+// without a partner format go through dot_row_ref on f32 activations); the
+// others may leave a type out, and gemm_kernel then falls back to the next
+// lower variant.
+GemmKernel gemm_kernel_scalar(DType t);
+GemmKernel gemm_kernel_avx2(DType t);
+GemmKernel gemm_kernel_avx512(DType t);
+GemmKernel gemm_kernel_avx512_vnni(DType t);
+GemmKernel gemm_kernel_avx512_bf16(DType t);
+GemmKernel gemm_kernel_neon(DType t);
+
+// Any dequantizable type against kF32 activations: each element is one
+// dot_row_ref (scalar, f32 accumulation in element order). The all-f32 path.
+void gemm_f32_reference(const GemmArgs& args);
+
+// The kernel of `isa` for weight type t, or of the most capable lower variant
+// that has one. fn is nullptr only for types nothing can dequantize.
+GemmKernel gemm_kernel(DType t, Isa isa);
+
+}  // namespace tokamak::kernels
