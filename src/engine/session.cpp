@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/stop_strings.h"
 #include "kv/kv_memory.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -72,6 +73,15 @@ std::string_view stop_reason_name(StopReason r) {
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
                         std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<void(std::string_view)>& on_text) {
+  StopStringMatcher stops(options.stop);
+  // Streams a piece through the stop strings; true when one completed.
+  const auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return false;
+    const StopStringMatcher::Output out = stops.push(piece);
+    if (!out.text.empty()) on_text(out.text);
+    return out.stopped;
+  };
+
   GenerateResult result;
   result.n_prompt = static_cast<int64_t>(prompt.size());
   for (int32_t t : prompt) sampler.accept(t);  // prompt tokens count for penalties
@@ -87,14 +97,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::
   while (options.n_predict != 0) {
     const int32_t token = sampler.sample(logits);
     ++result.n_generated;
+    if (options.on_token) options.on_token(token);
     const bool end = tokenizer.is_end_of_generation(token) || (options.stop_at_bos && token == tokenizer.bos());
-    if (!end) {
-      if (const std::string text = stream.push(token); !text.empty()) on_text(text);
-    }
-    const bool last = end || (options.n_predict > 0 && result.n_generated >= options.n_predict);
-    result.stop = end ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+    const bool stopped = !end && emit(stream.push(token));
+    const bool last = end || stopped || (options.n_predict > 0 && result.n_generated >= options.n_predict);
+    result.stop = end ? StopReason::EndOfGeneration : stopped ? StopReason::StopString : StopReason::MaxTokens;
     if (session.size() + 1 > session.n_ctx()) {  // no room even to keep the token
-      if (!end) result.stop = StopReason::ContextFull;
+      if (!end && !stopped) result.stop = StopReason::ContextFull;
       break;
     }
     if (last) {
@@ -105,7 +114,15 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::
     logits = session.append(one);
     ++result.n_decoded;
   }
-  if (const std::string text = stream.flush(); !text.empty()) on_text(text);
+  if (!stops.stopped()) {
+    // An unfinished UTF-8 tail may still complete a stop string; else what the
+    // matcher held back as a possible stop prefix is text after all.
+    if (emit(stream.flush())) {
+      result.stop = StopReason::StopString;
+    } else if (const std::string rest = stops.flush(); !rest.empty()) {
+      on_text(rest);
+    }
+  }
   result.decode_seconds = seconds_since(start);
   return result;
 }

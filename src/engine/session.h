@@ -62,7 +62,13 @@ std::string_view stop_reason_name(StopReason r);
 struct GenerateOptions {
   int32_t n_predict = -1;          // tokens to generate; -1: until a stop condition
   bool stop_at_bos = false;        // llama2.c checkpoints also end at BOS
-  std::vector<std::string> stop;   // stop strings (the text excludes them)
+  // Stop strings, matched in the generated text across token boundaries (see
+  // StopStringMatcher): the first to complete ends generation, and the streamed
+  // text is everything before it (no byte of it is ever streamed). Not empty strings.
+  std::vector<std::string> stop;
+  // Called with each sampled token right after sample(), before its text is
+  // streamed: the place to read the sampler's last_logprobs().
+  std::function<void(int32_t token)> on_token;
 };
 
 struct GenerateResult {
@@ -77,7 +83,9 @@ struct GenerateResult {
 // Prefills `prompt` after what the session holds, then samples and decodes
 // until a stop condition, streaming whole UTF-8 text through `on_text`.
 // The last sampled token is deferred in the session, so a following turn
-// continues after it without a forward pass spent on it now.
+// continues after it without a forward pass spent on it now (after a stop
+// string, that token is kept although the text after the stop is dropped).
+// Throws Error for an empty stop string before anything runs.
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
                         std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<void(std::string_view)>& on_text);

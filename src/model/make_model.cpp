@@ -223,24 +223,25 @@ void make_model(const MakeModelOptions& options, const std::filesystem::path& ou
   w.write(out, [&](size_t index, std::span<std::byte> bytes) {
     const TensorSpec& s = plan.specs[index];
     const DType type = plan.types[index];
-    if (s.name == "rope_freqs.weight") {
-      const std::vector<float> factors = llama3_rope_factors(options.preset);
-      convert_rows(pool, type, s.ne[0], 1, bytes, [&](int64_t, float*) { return factors.data(); });
-      done += bytes.size();
-      if (on_tensor) on_tensor({s.name, type, bytes.size()}, done, total);
-      return;
-    }
-    const bool is_norm = s.ne.size() == 1;
-    const float mean = is_norm ? 1.0f : 0.0f;
-    const float sigma = is_norm ? kNormNoise : 1.0f / std::sqrt(static_cast<float>(s.ne[0]));
-    const uint64_t tensor_stream = options.seed ^ fnv1a(s.name);
-    const int64_t n_rows = is_norm ? 1 : s.ne[1];
     const int64_t ne0 = s.ne[0];
-    convert_rows(pool, type, ne0, n_rows, bytes, [&](int64_t row, float* scratch) -> const float* {
-      uint64_t stream = tensor_stream + static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull;
-      fill_normal(splitmix64(stream), mean, sigma, scratch, ne0);
-      return scratch;
-    });
+    const int64_t n_rows = s.ne.size() > 1 ? s.ne[1] : 1;
+    std::vector<float> factors;
+    RowSource source;
+    if (s.name == "rope_freqs.weight") {  // computed, not random
+      factors = llama3_rope_factors(options.preset);
+      source = [&](int64_t, float*) -> const float* { return factors.data(); };
+    } else {
+      const bool is_norm = s.ne.size() == 1;
+      const float mean = is_norm ? 1.0f : 0.0f;
+      const float sigma = is_norm ? kNormNoise : 1.0f / std::sqrt(static_cast<float>(ne0));
+      const uint64_t tensor_stream = options.seed ^ fnv1a(s.name);
+      source = [=](int64_t row, float* scratch) -> const float* {
+        uint64_t stream = tensor_stream + static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull;
+        fill_normal(splitmix64(stream), mean, sigma, scratch, ne0);
+        return scratch;
+      };
+    }
+    convert_rows(pool, type, ne0, n_rows, bytes, source);
     done += bytes.size();
     if (on_tensor) on_tensor({s.name, type, bytes.size()}, done, total);
   });

@@ -57,6 +57,16 @@ void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float*
       for (int h = 0; h < c.n_kv_heads; ++h) tasks_.push_back({ti, h, -1});
     }
   }
+  // Multiply-adds of the step (queries x keys x head_dim, QK and PV), so that
+  // each thread gets at least ~64K: below that a thread's wake-up costs more.
+  int64_t work = 0;
+  for (const Tile& tile : tiles_) {
+    const int64_t keys = std::min<int64_t>(tile.n_chunks * kernels::kKeyChunk,
+                                           positions_[static_cast<size_t>(tile.first + tile.n_tokens - 1)] + 1);
+    work += 2LL * tile.n_tokens * c.n_heads * c.head_dim * keys;
+  }
+  const int64_t per_task = std::max<int64_t>(1, work / std::max<int64_t>(1, static_cast<int64_t>(tasks_.size())));
+  task_grain_ = std::max<int64_t>(1, (int64_t{1} << 16) / per_task);
   if (static_cast<int64_t>(partials_.size()) < partial_floats) partials_.resize(static_cast<size_t>(partial_floats));
   scratch_stride_ = 2 * kernels::attention_tile_state_floats(params_, kQueryTile);
   const size_t scratch = static_cast<size_t>(scratch_stride_ * n_threads);
@@ -99,7 +109,7 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
         kernels::attention_chunk(isa_, params_, view, qt, task.chunk, partial);
       }
     }
-  });
+  }, task_grain_);
   if (split_tiles_.empty()) return;
   // Fold the chunk partials of split tiles, in chunk order.
   const int64_t n_folds = static_cast<int64_t>(split_tiles_.size()) * params_.n_kv_heads;

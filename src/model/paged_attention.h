@@ -61,6 +61,7 @@ class PagedAttention {
   std::vector<int32_t> positions_;
   std::vector<Tile> tiles_;
   std::vector<Task> tasks_;
+  int64_t task_grain_ = 1;  // tasks per thread at least, so small steps stay on one thread
   std::vector<int32_t> split_tiles_;  // tiles with chunk tasks, to fold after them
   std::vector<float> partials_;       // chunk partials of split tiles
   std::vector<float> scratch_;        // [threads, 2 * tile state] per-thread state
