@@ -74,6 +74,10 @@ class KvCache {
   BlockTable& mutable_table(int32_t seq);
   // Replaces `block` by a private copy when it is shared.
   void make_private(int32_t& block);
+  // O(table) invariants of one sequence, checked at the end of each mutation:
+  // its length fits its blocks, its ring is whole or absent, and every block
+  // it names is referenced. Throws tokamak::Error naming the sequence.
+  void check_table(int32_t seq) const;
 
   BlockPool pool_;
   std::vector<BlockTable> tables_;  // indexed by sequence id
