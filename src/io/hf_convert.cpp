@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -352,9 +353,9 @@ std::vector<Planned> plan_tensors(const HfConfig& h, const SafetensorsModel& st,
   return plan;
 }
 
-// The bytes of one GGUF tensor: rows of the HF tensor (permuted if asked)
-// converted to `type` one at a time. Cost: one f32 row of scratch.
-std::vector<std::byte> convert_tensor(const Planned& p, DType type) {
+// The bytes of one GGUF tensor into `out`: rows of the HF tensor (permuted if
+// asked) converted to `type` one at a time. Cost: one f32 row of scratch.
+void convert_tensor(const Planned& p, DType type, std::span<std::byte> out) {
   const SafetensorsTensor& t = *p.src;
   const bool is_2d = t.shape.size() == 2;
   // A permuted bias is a column: its "rows" are single elements.
@@ -363,7 +364,10 @@ std::vector<std::byte> convert_tensor(const Planned& p, DType type) {
   const std::vector<int64_t> order = p.permute_heads > 0 ? rope_norm_row_order(rows, p.permute_heads)
                                                          : std::vector<int64_t>{};
   const size_t row_size = row_bytes(type, cols);
-  std::vector<std::byte> out(row_size * static_cast<size_t>(rows));
+  if (out.size() != row_size * static_cast<size_t>(rows)) {
+    throw Error("convert: tensor '" + t.name + "': " + std::to_string(out.size()) + " output bytes for " +
+                std::to_string(rows) + " rows of " + std::to_string(row_size));
+  }
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t src_row = order.empty() ? r : order[static_cast<size_t>(r)];
@@ -376,7 +380,6 @@ std::vector<std::byte> convert_tensor(const Planned& p, DType type) {
     }
     kernels::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * row_size, cols);
   }
-  return out;
 }
 
 std::string folder_name(const std::filesystem::path& dir) {
@@ -404,8 +407,8 @@ std::vector<int64_t> rope_norm_row_order(int64_t n_rows, int64_t n_head) {
   return order;
 }
 
-HfConvertResult convert_hf_model(const std::filesystem::path& hf_dir, const HfConvertOptions& options,
-                                 GgufWriter& out) {
+HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const std::filesystem::path& out_path,
+                                   const HfConvertOptions& options) {
   (void)file_type_of(options.type);  // an unsupported --type fails before any work
   HfConvertResult result;
   const HfConfig h = parse_config(hf_dir / "config.json");
@@ -414,6 +417,7 @@ HfConvertResult convert_hf_model(const std::filesystem::path& hf_dir, const HfCo
   const SafetensorsModel st = SafetensorsModel::open(hf_dir);
   const std::vector<Planned> plan = plan_tensors(h, st, result.notes);
 
+  GgufWriter out;
   write_model_metadata(h, options.name.empty() ? folder_name(hf_dir) : options.name, options.type, out, result.notes);
   result.tokenizer_model = convert_hf_tokenizer(hf_dir, h.n_vocab, out, result.notes);
   out.set_u32("general.quantization_version", kQuantizationVersion);
@@ -421,8 +425,9 @@ HfConvertResult convert_hf_model(const std::filesystem::path& hf_dir, const HfCo
   if (const std::vector<float> freqs = rope_freqs_for(h); !freqs.empty()) {
     out.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(freqs.size())},
                    std::as_bytes(std::span<const float>(freqs)));
-    ++result.n_tensors;
   }
+  const size_t first_planned = out.n_tensors();
+  std::vector<DType> types;  // [plan.size()]
   int64_t n_fallback = 0;
   for (const Planned& p : plan) {
     DType type = p.matrix ? options.type : DType::F32;
@@ -436,20 +441,15 @@ HfConvertResult convert_hf_model(const std::filesystem::path& hf_dir, const HfCo
       }
     }
     // GGML order: ne[0] is the innermost (HF's last) dimension.
-    const std::vector<int64_t> ne(p.expected.rbegin(), p.expected.rend());
-    const std::vector<std::byte> bytes = convert_tensor(p, type);
-    out.add_tensor(p.gguf_name, type, ne, bytes);
-    ++result.n_tensors;
+    out.declare_tensor(p.gguf_name, type, std::vector<int64_t>(p.expected.rbegin(), p.expected.rend()));
+    types.push_back(type);
   }
   if (n_fallback > 3) result.notes.push_back(std::to_string(n_fallback - 3) + " more tensors stored as f16");
-  return result;
-}
-
-HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const std::filesystem::path& out_path,
-                                   const HfConvertOptions& options) {
-  GgufWriter out;
-  HfConvertResult result = convert_hf_model(hf_dir, options, out);
-  out.write(out_path);
+  out.write(out_path, [&](size_t index, std::span<std::byte> bytes) {
+    const size_t k = index - first_planned;
+    convert_tensor(plan.at(k), types.at(k), bytes);
+  });
+  result.n_tensors = static_cast<int64_t>(out.n_tensors());
   return result;
 }
 

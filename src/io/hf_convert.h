@@ -11,8 +11,8 @@
 //                                  (SentencePiece); byte-level BPE -> "gpt2"
 //   tokenizer_config.json          special tokens, add_bos/eos, chat template
 //
-// Tensors are converted one at a time: only one tensor's rows are ever held
-// as f32 (a row at a time), the rest in the output type.
+// The file is streamed: tensors are converted one at a time while it is
+// written, so memory holds one tensor in the output type and one f32 row.
 #pragma once
 
 #include <cstdint>
@@ -42,13 +42,10 @@ struct HfConvertResult {
   std::vector<std::string> notes;  // what the user should know (fallbacks, guesses)
 };
 
-// Builds the whole GGUF (metadata and tensors) in `out` without writing it.
-// Throws tokamak::Error naming the file and field (config.json key, tensor
-// name and shape, tokenizer entry) that is missing, malformed or unsupported.
-HfConvertResult convert_hf_model(const std::filesystem::path& hf_dir, const HfConvertOptions& options,
-                                 GgufWriter& out);
-
-// convert_hf_model() and GgufWriter::write() to `out_path`.
+// Converts the folder to `out_path` (written as out_path + ".part" and renamed
+// when complete). Everything is validated before the file is started: throws
+// tokamak::Error naming the file and field (config.json key, tensor name and
+// shape, tokenizer entry) that is missing, malformed or unsupported.
 HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const std::filesystem::path& out_path,
                                    const HfConvertOptions& options);
 

@@ -244,6 +244,61 @@ class HfConvert : public ::testing::Test {
     return dir;
   }
 
+  // Qwen2: byte-level BPE tokenizer.json, q/k/v biases, tied output, YaRN, a
+  // sliding window that is switched off; one model.safetensors.
+  fs::path make_qwen2() {
+    const fs::path dir = root_ / "qwen-tiny";
+    fs::create_directories(dir);
+    Spec s;
+    s.hf_arch = "Qwen2ForCausalLM";
+    s.n_layers = 1;
+    s.n_vocab = 20;
+    s.qkv_bias = true;
+    s.tied = true;
+    spec_ = s;
+    weights_ = random_weights(s, 3);
+    json config = base_config(s);
+    config.update({{"rope_theta", 1000000.0},
+                   {"sliding_window", 4096},
+                   {"use_sliding_window", false},
+                   {"bos_token_id", 14},
+                   {"eos_token_id", 16},
+                   {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}});
+    write_json(dir / "config.json", config);
+    const std::vector<std::string> pieces = {"h", "e", "l", "o", "\xC4\xA0", "w", "r", "d", "he", "ll", "hell",
+                                             "hello", "\xC4\xA0w", "or"};
+    json vocab = json::object();
+    for (size_t i = 0; i < pieces.size(); ++i) vocab[pieces[i]] = i;
+    const std::string regex =
+        R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    write_json(dir / "tokenizer.json",
+               {{"added_tokens",
+                 {{{"id", 14}, {"content", "<|endoftext|>"}, {"special", true}},
+                  {{"id", 15}, {"content", "<|im_start|>"}, {"special", true}},
+                  {{"id", 16}, {"content", "<|im_end|>"}, {"special", true}},
+                  {{"id", 17}, {"content", kSp + "user" + kSp + "tok"}, {"special", false}}}},
+                {"pre_tokenizer",
+                 {{"type", "Sequence"},
+                  {"pretokenizers",
+                   {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}},
+                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+                {"decoder", {{"type", "ByteLevel"}}},
+                {"model",
+                 {{"type", "BPE"},
+                  {"byte_fallback", false},
+                  {"vocab", vocab},
+                  {"merges", json::array({json::array({"h", "e"}), json::array({"l", "l"}), json::array({"he", "ll"}),
+                                          json::array({"hell", "o"}), json::array({"\xC4\xA0", "w"}),
+                                          json::array({"o", "r"}), json::array({"a b", "c"})})}}}});
+    write_json(dir / "tokenizer_config.json",
+               {{"bos_token", nullptr},
+                {"eos_token", "<|im_end|>"},
+                {"pad_token", "<|endoftext|>"},
+                {"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool use"}, {"template", "T"}}}}});
+    write_safetensors(dir / "model.safetensors", weights_);
+    return dir;
+  }
+
   fs::path convert(const fs::path& dir, DType type, HfConvertResult* result = nullptr) {
     const fs::path out = root_ / (dir.filename().string() + "-" + std::string(dtype_name(type)) + ".gguf");
     HfConvertOptions options;
@@ -253,42 +308,54 @@ class HfConvert : public ::testing::Test {
     return out;
   }
 
-  // The GGUF built directly from weights_ (the same values, GGUF layout,
-  // Q/K permuted here): what the converter must reproduce.
-  fs::path make_direct_llama() {
+  // The GGUF built directly from weights_ (the same values, GGUF layout; for
+  // llama Q/K permuted here): what the converter must reproduce.
+  fs::path make_direct(const std::string& arch) {
     const Spec& s = spec_;
+    const bool llama = arch == "llama";
+    const std::string p = arch + ".";
     GgufWriter w;
-    w.set_string("general.architecture", "llama");
-    w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layers));
-    w.set_u32("llama.context_length", 128);
-    w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-    w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-    w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-    w.set_f32("llama.rope.freq_base", 10000.0f);
-    w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_string("general.architecture", arch);
+    w.set_u32(p + "block_count", static_cast<uint32_t>(s.n_layers));
+    w.set_u32(p + "context_length", 128);
+    w.set_u32(p + "embedding_length", static_cast<uint32_t>(s.n_embd));
+    w.set_u32(p + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w.set_u32(p + "attention.head_count", static_cast<uint32_t>(s.n_head));
+    w.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+    w.set_f32(p + "rope.freq_base", llama ? 10000.0f : 1000000.0f);
+    w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+    if (!llama) {  // make_qwen2()'s YaRN
+      w.set_string(p + "rope.scaling.type", "yarn");
+      w.set_f32(p + "rope.scaling.factor", 4.0f);
+      w.set_u32(p + "rope.scaling.original_context_length", 32768);
+    }
     const auto add = [&](const std::string& gguf, const std::string& hf, int64_t permute_heads) {
       const HfTensor& t = weights_.at(hf);
-      std::vector<float> v = permute_heads > 0 ? permuted(t, permute_heads) : t.values;
+      std::vector<float> v = llama && permute_heads > 0 ? permuted(t, permute_heads) : t.values;
       const std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
       w.add_tensor(gguf, DType::F32, ne, std::as_bytes(std::span<const float>(v)));
     };
     add("token_embd.weight", "model.embed_tokens.weight", 0);
     add("output_norm.weight", "model.norm.weight", 0);
-    add("output.weight", "lm_head.weight", 0);
+    if (!s.tied) add("output.weight", "lm_head.weight", 0);
     for (int64_t i = 0; i < s.n_layers; ++i) {
       const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
       add(g + "attn_norm.weight", h + "input_layernorm.weight", 0);
       add(g + "attn_q.weight", h + "self_attn.q_proj.weight", s.n_head);
       add(g + "attn_k.weight", h + "self_attn.k_proj.weight", s.n_head_kv);
       add(g + "attn_v.weight", h + "self_attn.v_proj.weight", 0);
+      if (s.qkv_bias) {
+        add(g + "attn_q.bias", h + "self_attn.q_proj.bias", 0);
+        add(g + "attn_k.bias", h + "self_attn.k_proj.bias", 0);
+        add(g + "attn_v.bias", h + "self_attn.v_proj.bias", 0);
+      }
       add(g + "attn_output.weight", h + "self_attn.o_proj.weight", 0);
       add(g + "ffn_norm.weight", h + "post_attention_layernorm.weight", 0);
       add(g + "ffn_gate.weight", h + "mlp.gate_proj.weight", 0);
       add(g + "ffn_up.weight", h + "mlp.up_proj.weight", 0);
       add(g + "ffn_down.weight", h + "mlp.down_proj.weight", 0);
     }
-    const fs::path out = root_ / "direct.gguf";
+    const fs::path out = root_ / ("direct-" + arch + ".gguf");
     w.write(out);
     return out;
   }
@@ -325,6 +392,18 @@ std::vector<float> logits_of(const Model& model, const std::vector<int32_t>& ids
   for (size_t i = 0; i < ids.size(); ++i) batch.add(ids[i], static_cast<int32_t>(i), 0, true);
   const std::span<const float> rows = forward.run(batch, kv);
   return {rows.begin(), rows.end()};
+}
+
+// Bitwise equal logits at every position of `ids`, and logits that vary.
+void expect_same_logits(const Model& converted, const Model& direct, const std::vector<int32_t>& ids) {
+  const std::vector<float> a = logits_of(converted, ids);
+  const std::vector<float> b = logits_of(direct, ids);
+  ASSERT_EQ(a.size(), ids.size() * static_cast<size_t>(direct.config().n_vocab));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+  float spread = 0.0f;
+  for (float v : a) spread = std::max(spread, std::fabs(v - a[0]));
+  EXPECT_GT(spread, 0.1f);  // the logits carry information (the check is not vacuous)
 }
 
 std::vector<float> f32_values(const GgufFile& f, const std::string& name) {
@@ -429,7 +508,7 @@ TEST_F(HfConvert, LlamaMetadataTensorsAndTokenizer) {
 TEST_F(HfConvert, ConvertedLlamaLoadsTokenizesAndMatchesTheDirectGguf) {
   const fs::path dir = make_llama(Spec{});
   const Model converted = Model::load(convert(dir, DType::F32));
-  const Model direct = Model::load(make_direct_llama());
+  const Model direct = Model::load(make_direct("llama"));
   EXPECT_EQ(converted.config().n_vocab, 288);
   EXPECT_FALSE(converted.config().tied_output);
 
@@ -439,15 +518,7 @@ TEST_F(HfConvert, ConvertedLlamaLoadsTokenizesAndMatchesTheDirectGguf) {
   EXPECT_EQ(tok.encode("ax", false), (std::vector<int32_t>{vocab_.id(kSp), vocab_.id("a"), 3 + 'x'}));  // byte fallback
   EXPECT_EQ(tok.decode(tok.encode("hello world abc", true)), "hello world abc");
 
-  const std::vector<int32_t> ids = {1, 281, 5, 259, 270, 281, 2, 100, 287, 0, 64, 279};
-  const std::vector<float> a = logits_of(converted, ids);
-  const std::vector<float> b = logits_of(direct, ids);
-  ASSERT_EQ(a.size(), ids.size() * 288);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
-  float spread = 0.0f;
-  for (float v : a) spread = std::max(spread, std::fabs(v - a[0]));
-  EXPECT_GT(spread, 0.1f);  // the logits carry information (the check is not vacuous)
+  expect_same_logits(converted, direct, {1, 281, 5, 259, 270, 281, 2, 100, 287, 0, 64, 279});
 }
 
 TEST_F(HfConvert, QuantizedOutputKeepsNormsF32) {
@@ -494,6 +565,7 @@ TEST_F(HfConvert, MistralIsLlamaWithItsSlidingWindow) {
   EXPECT_EQ(f.get_int("llama.attention.sliding_window"), 4096);
   EXPECT_EQ(f32_values(f, "blk.0.attn_k.weight"), permuted(weights_.at("model.layers.0.self_attn.k_proj.weight"), 2));
   EXPECT_EQ(r.hf_architecture, "MistralForCausalLM");
+  EXPECT_EQ(Model::load(root_ / "llama-tiny-f32.gguf").config().sliding_window, 4096);
 }
 
 TEST_F(HfConvert, Llama3RopeScalingWritesRopeFreqs) {
@@ -506,7 +578,9 @@ TEST_F(HfConvert, Llama3RopeScalingWritesRopeFreqs) {
                                         {"high_freq_factor", 4.0},
                                         {"original_max_position_embeddings", 256}}},
                                       {"rope_theta", 500000.0}});
-  const GgufFile f = GgufFile::open(convert(dir, DType::F32));
+  const fs::path out = convert(dir, DType::F32);
+  EXPECT_TRUE(Model::load(out).config().rope_freq_factors);
+  const GgufFile f = GgufFile::open(out);
   const std::vector<float> freqs = f32_values(f, "rope_freqs.weight");
   ASSERT_EQ(freqs.size(), 4u);  // head_dim / 2
   // Wavelength 2*pi*theta^(i/8) of dims i = 0, 2, 4, 6 against 256/4 and 256/1:
@@ -523,58 +597,8 @@ TEST_F(HfConvert, Llama3RopeScalingWritesRopeFreqs) {
 
 // -------------------------------------------------------------------- qwen2
 
-// Qwen2: byte-level BPE tokenizer, q/k/v biases, tied output, YaRN, a
-// sliding window that is switched off.
 TEST_F(HfConvert, Qwen2WithByteLevelBpe) {
-  const fs::path dir = root_ / "qwen-tiny";
-  fs::create_directories(dir);
-  Spec s;
-  s.hf_arch = "Qwen2ForCausalLM";
-  s.n_layers = 1;
-  s.n_vocab = 20;
-  s.qkv_bias = true;
-  s.tied = true;
-  weights_ = random_weights(s, 3);
-  json config = base_config(s);
-  config.update({{"rope_theta", 1000000.0},
-                 {"sliding_window", 4096},
-                 {"use_sliding_window", false},
-                 {"bos_token_id", 14},
-                 {"eos_token_id", 16},
-                 {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}});
-  write_json(dir / "config.json", config);
-  const std::vector<std::string> pieces = {"h", "e", "l", "o", "\xC4\xA0", "w", "r", "d", "he", "ll", "hell",
-                                           "hello", "\xC4\xA0w", "or"};
-  json vocab = json::object();
-  for (size_t i = 0; i < pieces.size(); ++i) vocab[pieces[i]] = i;
-  const std::string regex =
-      R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-  write_json(dir / "tokenizer.json",
-             {{"added_tokens",
-               {{{"id", 14}, {"content", "<|endoftext|>"}, {"special", true}},
-                {{"id", 15}, {"content", "<|im_start|>"}, {"special", true}},
-                {{"id", 16}, {"content", "<|im_end|>"}, {"special", true}},
-                {{"id", 17}, {"content", kSp + "user" + kSp + "tok"}, {"special", false}}}},
-              {"pre_tokenizer",
-               {{"type", "Sequence"},
-                {"pretokenizers",
-                 {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}},
-                  {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"model",
-               {{"type", "BPE"},
-                {"byte_fallback", false},
-                {"vocab", vocab},
-                {"merges", json::array({json::array({"h", "e"}), json::array({"l", "l"}), json::array({"he", "ll"}),
-                                        json::array({"hell", "o"}), json::array({"\xC4\xA0", "w"}),
-                                        json::array({"o", "r"}), json::array({"a b", "c"})})}}}});
-  write_json(dir / "tokenizer_config.json",
-             {{"bos_token", nullptr},
-              {"eos_token", "<|im_end|>"},
-              {"pad_token", "<|endoftext|>"},
-              {"chat_template", {{{"name", "default"}, {"template", "D"}}, {{"name", "tool use"}, {"template", "T"}}}}});
-  write_safetensors(dir / "model.safetensors", weights_);
-
+  const fs::path dir = make_qwen2();
   HfConvertResult r;
   const fs::path out = convert(dir, DType::F16, &r);
   EXPECT_EQ(r.architecture, "qwen2");
@@ -630,6 +654,19 @@ TEST_F(HfConvert, Qwen2WithByteLevelBpe) {
   const GgufValue* names = f.get_array("tokenizer.chat_templates", GgufType::STRING);
   ASSERT_NE(names, nullptr);
   EXPECT_EQ(names->strings, std::vector<std::string>{"tool_use"});
+}
+
+// The issue's check with a byte-level BPE tokenizer.json: the converted
+// folder's logits equal those of the GGUF built directly (biases, NEOX RoPE,
+// YaRN, tied output all exercised by the forward pass).
+TEST_F(HfConvert, ConvertedQwen2MatchesTheDirectGguf) {
+  const fs::path dir = make_qwen2();
+  const Model converted = Model::load(convert(dir, DType::F32));
+  const Model direct = Model::load(make_direct("qwen2"));
+  EXPECT_TRUE(converted.config().qkv_bias);
+  EXPECT_TRUE(converted.config().tied_output);
+  EXPECT_EQ(converted.config().sliding_window, 0);
+  expect_same_logits(converted, direct, {14, 11, 12, 13, 0, 19, 16, 4});
 }
 
 // ------------------------------------------------------------------- errors
