@@ -102,7 +102,7 @@ TEST_P(FamilyCli, LogitsMatchThePlainReferenceAndRunGenerates) {
   for (const bool incremental : {false, true}) {
     const fs::path out = temp_file("family_" + label() + (incremental ? "_inc" : "") + ".f32");
     std::vector<std::string> argv = {tokamak_bin(), "logits", "-m", model, "--ids", join_ids(tokens),
-                                     "-o", out, "-t", "2"};
+                                     "-o", out, "-t", "2", "--matmul", "f32"};
     if (incremental) argv.push_back("--incremental");
     const auto r = run_command(argv);
     ASSERT_EQ(r.exit_code, 0) << r.err;
