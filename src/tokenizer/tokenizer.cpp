@@ -1,7 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
@@ -50,13 +49,11 @@ struct Tokenizer::Fragment {
   size_t len = 0;
 };
 
-// Per-call memory for encode(): the BPE word buffer and a cache of words
-// already merged (running text repeats its words a lot).
+// Per-call memory for encode(): the BPE words and merge scratch (with its
+// cache of words already merged).
 struct Tokenizer::EncodeState {
   Words words;
   bpe::Merges::Scratch scratch;
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache;  // word -> [offset, count) in cached
-  std::vector<int32_t> cached;
 };
 
 Tokenizer::Tokenizer(Kind kind, Vocab vocab) : kind_(kind), vocab_(std::move(vocab)) {
@@ -187,31 +184,12 @@ void Tokenizer::encode_text(std::string_view text, bool space_prefix, EncodeStat
 }
 
 void Tokenizer::encode_bpe(std::string_view text, EncodeState& state, std::vector<int32_t>& out) const {
-  // The cache stops growing at this many words; past it, words merge afresh.
-  constexpr size_t kMaxCachedWords = size_t{1} << 16;
   Words& words = state.words;
   words.bytes.clear();
   words.ends.clear();
   pre_->split(text, words);
   for (size_t i = 0; i < words.size(); ++i) {
-    const std::string_view word = words[i];
-    if (word.size() > 64) {  // long words rarely repeat: not worth a cache entry
-      merges_.encode_word(vocab_, word, pre_->ignore_merges(), state.scratch, out);
-      continue;
-    }
-    const auto hit = state.cache.find(std::string(word));
-    if (hit != state.cache.end()) {
-      const auto [offset, count] = hit->second;
-      out.insert(out.end(), state.cached.begin() + offset, state.cached.begin() + offset + count);
-      continue;
-    }
-    const size_t before = out.size();
-    merges_.encode_word(vocab_, word, pre_->ignore_merges(), state.scratch, out);
-    if (state.cache.size() < kMaxCachedWords && state.cached.size() < (size_t{1} << 30)) {
-      const auto offset = static_cast<uint32_t>(state.cached.size());
-      state.cached.insert(state.cached.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
-      state.cache.emplace(word, std::make_pair(offset, static_cast<uint32_t>(out.size() - before)));
-    }
+    merges_.encode_word(vocab_, words[i], pre_->ignore_merges(), state.scratch, out);
   }
 }
 

@@ -35,9 +35,10 @@ struct Llama2cVocab;
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* (tokens, scores, token_type, special ids,
-  // add_bos_token, add_space_prefix); works on vocabulary-only files. Throws
-  // tokamak::Error naming the file and key for an unsupported model or a
+  // Reads tokenizer.ggml.* (model "llama" | "gpt2" | "bert", pre, tokens,
+  // scores, token_type, merges, special ids, add_bos_token,
+  // add_space_prefix); works on vocabulary-only files. Throws tokamak::Error
+  // naming the file and key for an unsupported model or pre-tokenizer or a
   // malformed table.
   static Tokenizer from_gguf(const io::GgufFile& file);
   // <unk> = 0, <s> = 1, </s> = 2 as run.c assumes; "<0xNN>" pieces are bytes.

@@ -80,7 +80,9 @@ TEST(LlamaCppVocabDir, EveryGgufWithVectorsIsTested) {
     if (entry.path().extension() != ".gguf") continue;
     ++n_gguf;
     const std::string name = file.substr(11, file.size() - 11 - 5);  // ggml-vocab-<name>.gguf
-    if (std::filesystem::exists(entry.path().string() + ".inp")) EXPECT_TRUE(tested.count(name)) << file;
+    if (std::filesystem::exists(entry.path().string() + ".inp")) {
+      EXPECT_TRUE(tested.count(name)) << file;
+    }
   }
   EXPECT_EQ(n_gguf, 12);
 }
