@@ -6,7 +6,8 @@
 //     decode(encode(x)) is x with each byte that does not start a well-formed
 //     character replaced by U+FFFD (these vocabularies spell all 256 bytes);
 //   - TextStream's pieces joined equal decode() of the same ids;
-//   - the pre-tokenizer's words joined are the (U+FFFD-cleaned) text.
+//   - the pre-tokenizer's words joined are the (U+FFFD-cleaned) text;
+//   - bpe::Merges makes the same merges by rank scan and by heap.
 //   CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DTOKAMAK_FUZZ=ON -DTOKAMAK_TESTS=OFF
 //   ninja -C build/fuzz bpe_fuzz && TOKAMAK_TEST_DATA=/work/shared build/fuzz/bpe_fuzz -max_total_time=60
 // The vocabularies come from $TOKAMAK_TEST_DATA (default ../shared), as for the tests.
@@ -47,6 +48,21 @@ const tokamak::Tokenizer& vocabulary(unsigned which) {
   return *all[which % 5];
 }
 
+// GPT-2's vocabulary and merges as a bare bpe::Merges.
+struct BareMerges {
+  tokamak::Vocab vocab;
+  tokamak::bpe::Merges merges;
+  BareMerges() {
+    const tokamak::io::GgufFile f =
+        tokamak::io::GgufFile::open(data_dir() / "models/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
+    vocab.pieces = f.get_array("tokenizer.ggml.tokens", tokamak::io::GgufType::STRING)->strings;
+    vocab.scores.assign(vocab.pieces.size(), 0.0f);
+    vocab.types.assign(vocab.pieces.size(), tokamak::TokenType::Normal);
+    vocab.build_index();
+    merges = tokamak::bpe::Merges::build(vocab, f.get_array("tokenizer.ggml.merges", tokamak::io::GgufType::STRING)->strings);
+  }
+};
+
 std::string cleaned(std::string_view text) {
   std::string out;
   for (const uint32_t cp : tokamak::unicode::decode_utf8(text)) tokamak::unicode::append_utf8(out, cp);
@@ -84,8 +100,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tokamak::Words words;
     pres[(flags & 7) % 5].split(text, words);
     if (words.bytes != cleaned(text)) std::abort();
+    static const BareMerges bare;
     for (size_t i = 0; i < words.size(); ++i) {
       if (words[i].empty()) std::abort();
+      tokamak::bpe::Merges::Scratch scan, heap;
+      scan.short_word_bytes = size_t{1} << 30;
+      heap.short_word_bytes = 0;
+      std::vector<int32_t> a, b;
+      bare.merges.encode_word(bare.vocab, words[i], false, scan, a);
+      bare.merges.encode_word(bare.vocab, words[i], false, heap, b);
+      if (a != b) std::abort();
     }
   }
   return 0;

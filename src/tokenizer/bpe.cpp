@@ -13,7 +13,6 @@ namespace tokamak::bpe {
 namespace {
 
 constexpr int32_t kNoMerge = std::numeric_limits<int32_t>::max();
-constexpr size_t kShortWord = 32;  // bytes; longer words merge through a heap
 constexpr size_t kCachedWord = 64;  // bytes; longer words rarely repeat
 
 }  // namespace
@@ -237,7 +236,7 @@ void Merges::encode_word(const Vocab& vocab, std::string_view word, bool ignore_
   }
   if (!whole) {
     const size_t first = out.size();
-    if (word.size() <= kShortWord) {
+    if (word.size() <= scratch.short_word_bytes) {
       merge_short(word, scratch, out);
     } else {
       merge_long(word, scratch, out);

@@ -32,6 +32,11 @@ class Merges {
   // Reusable memory for encode_word(), and a cache of the words it has
   // merged (running text repeats its words); one per thread or call.
   class Scratch {
+   public:
+    // Words up to this many bytes merge by scanning an array of pair ranks,
+    // longer ones through a heap; both make the same merges (tests vary it).
+    size_t short_word_bytes = 32;
+
    private:
     friend class Merges;
     struct Symbol {
@@ -65,8 +70,8 @@ class Merges {
   // `ignore_merges`, a word whose byte-level spelling is a token is that token.
   // A symbol left over that is not a token becomes the tokens of its
   // single bytes, where such tokens exist (llama.cpp's fallback).
-  // Cost: O(n^2) hash lookups for a word of n <= 32 bytes (cheaper than a
-  // heap at that size), O(n log n) above; a cached word is one lookup.
+  // Cost: O(n^2) hash lookups for a word of n <= short_word_bytes (cheaper
+  // than a heap at that size), O(n log n) above; a cached word is one lookup.
   void encode_word(const Vocab& vocab, std::string_view word, bool ignore_merges, Scratch& scratch,
                    std::vector<int32_t>& out) const;
 
