@@ -157,6 +157,12 @@ Tokenizer Tokenizer::from_gguf(const io::GgufFile& file) {
     tokenizer.pre_ = std::move(pre);
     tokenizer.merges_ = bpe::Merges::build(tokenizer.vocab_, merges->strings);
   }
+  if (kind == Kind::Wpm) {
+    // BERT's BasicTokenizer: uncased unless the file says; accents go with case.
+    tokenizer.normalizer_.lowercase = file.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    tokenizer.normalizer_.strip_accents =
+        file.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(tokenizer.normalizer_.lowercase);
+  }
   tokenizer.find_end_tokens();
   return tokenizer;
 }

@@ -110,6 +110,21 @@ TEST(TokenizerGguf, WordPieceDefaultsAndClsSep) {
   EXPECT_EQ(tok.decode(tok.encode("Hello world", true)), " hello world");
 }
 
+// A cased BERT keeps case and accents when the file says so.
+TEST(TokenizerGguf, WordPieceNormalizerKeys) {
+  const io::GgufFile bge = vocab_file("bert-bge");
+  io::GgufWriter w;
+  for (const io::GgufKeyValue& kv : bge.metadata()) w.set(kv.key, kv.value);
+  EXPECT_EQ(load(w).encode("Hello", false), (std::vector<int32_t>{7592}));  // "▁hello"
+  w.set_bool("tokenizer.ggml.normalizer.lowercase", false);
+  const Tokenizer cased = load(w);
+  EXPECT_NE(cased.encode("Hello", false), (std::vector<int32_t>{7592}));
+  EXPECT_EQ(cased.encode("hello", false), (std::vector<int32_t>{7592}));
+  EXPECT_NE(cased.encode("h\xC3\xA9llo", false), (std::vector<int32_t>{7592}));  // é kept: not "hello"
+  w.set_bool("tokenizer.ggml.normalizer.strip_accents", true);
+  EXPECT_EQ(load(w).encode("h\xC3\xA9llo", false), (std::vector<int32_t>{7592}));
+}
+
 TEST(TokenizerGguf, BpeKindsAndSpecialIdsFromTheFiles) {
   const Tokenizer gpt2 = Tokenizer::from_gguf(vocab_file("gpt-2"));
   EXPECT_EQ(gpt2.bos(), 50256);
