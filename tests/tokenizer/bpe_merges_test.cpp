@@ -40,11 +40,7 @@ std::vector<std::string> sample_words(std::string_view pre) {
     for (int k = 0; k < len; ++k) text += static_cast<char>("aeiouststhnr etaoin"[rng() % 19]);
   }
   text += std::string(100, ' ') + "x" + std::string(77, 'a') + " " + std::string(50, '\n');
-  Words words;
-  PreTokenizer::from_name(pre).split(text, words);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < words.size(); ++i) out.emplace_back(words[i]);
-  return out;
+  return testing::pre_tokenize(pre, text);
 }
 
 TEST(BpeMerges, ScanAndHeapAgree) {

@@ -117,21 +117,13 @@ TEST(Regex, NoCatastrophicBacktracking) {
   EXPECT_LT(s, 10.0);
 }
 
-std::vector<std::string> pre_split(std::string_view name, std::string_view text) {
-  Words w;
-  PreTokenizer::from_name(name).split(text, w);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < w.size(); ++i) out.emplace_back(w[i]);
-  return out;
-}
-
 TEST(PreTokenizer, Gpt2) {
-  EXPECT_EQ(pre_split("gpt-2", "Hello world's  test\n\n  x 123!?"),
+  EXPECT_EQ(testing::pre_tokenize("gpt-2", "Hello world's  test\n\n  x 123!?"),
             (Pieces{"Hello", " world", "'s", " ", " test", "\n\n ", " x", " 123", "!?"}));
 }
 
 TEST(PreTokenizer, Llama3) {
-  EXPECT_EQ(pre_split("llama3", "I'VE 12345 .\n\n  ab\tcd"),
+  EXPECT_EQ(testing::pre_tokenize("llama3", "I'VE 12345 .\n\n  ab\tcd"),
             (Pieces{"I", "'VE", " ", "123", "45", " .\n\n", " ", " ab", "\tcd"}));
 }
 
@@ -141,7 +133,7 @@ TEST(PreTokenizer, EveryKnownNameCompilesAndSplitsLosslessly) {
   text += "<sentinel:12> IMGIMGABZ    \u3000\u00A0x";
   for (const std::string_view name : PreTokenizer::known_names()) {
     std::string joined;
-    for (const std::string& w : pre_split(name, text)) {
+    for (const std::string& w : testing::pre_tokenize(name, text)) {
       EXPECT_FALSE(w.empty()) << name;
       joined += w;
     }
@@ -151,7 +143,7 @@ TEST(PreTokenizer, EveryKnownNameCompilesAndSplitsLosslessly) {
 }
 
 TEST(PreTokenizer, InvalidUtf8BecomesReplacementCharacters) {
-  EXPECT_EQ(pre_split("gpt-2", "a\xFF" "b"), (Pieces{"a", "\xEF\xBF\xBD", "b"}));
+  EXPECT_EQ(testing::pre_tokenize("gpt-2", "a\xFF" "b"), (Pieces{"a", "\xEF\xBF\xBD", "b"}));
 }
 
 }  // namespace

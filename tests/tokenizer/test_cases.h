@@ -93,6 +93,15 @@ inline const Tokenizer& llama_spm() {
   return tok;
 }
 
+// The words the pre-tokenizer `pre` cuts `text` into.
+inline std::vector<std::string> pre_tokenize(std::string_view pre, std::string_view text) {
+  Words words;
+  PreTokenizer::from_name(pre).split(text, words);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < words.size(); ++i) out.emplace_back(words[i]);
+  return out;
+}
+
 // The message of the tokamak::Error that `f` throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
   try {
