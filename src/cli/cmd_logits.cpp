@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/kv_options.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -21,6 +22,7 @@ constexpr OptionSpec kOptions[] = {
     {"-o,--output", "FILE", "where to write the float32 logits"},
     {"-t,--threads", "N", "threads (default 1)"},
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
+    kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
 
@@ -59,8 +61,13 @@ int logits_main(int argc, char** argv) {
     throw Error(std::to_string(ids.size()) + " tokens exceed the model's context length " + std::to_string(c.n_ctx_train));
   }
   ThreadPool pool(static_cast<int>(args.get_int("--threads", 1, 1, 1024)));
-  constexpr int32_t kBlockSize = 16;
-  kv::KvCache kv(kv_layout_for(c, kBlockSize), static_cast<int32_t>((ids.size() + kBlockSize - 1) / kBlockSize));
+  // F32 KV unless asked otherwise, like the reference fixtures of ../shared/fixtures/logits.
+  kv::KvFormat f32;
+  f32.k_type = f32.v_type = kernels::KvType::F32;
+  const kv::KvLayout layout = kv_layout_for(c, kv_format_from_args(args, f32));
+  layout.validate();
+  kv::KvCache kv(layout, static_cast<int32_t>((ids.size() + layout.format.block_size - 1) / layout.format.block_size +
+                                              layout.recent_blocks()));
   Forward forward(model, pool);
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
-#include <thread>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include "cli/args.h"
+#include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -37,6 +40,10 @@ constexpr OptionSpec kOptions[] = {
     {"--logit-bias", "ID=BIAS", "add BIAS to token ID's logit (repeatable; -inf bans)"},
     {"--seed", "N", "RNG seed (default: random)"},
     {"--rng", "KIND", "default | llama2c (llama2.c's xorshift RNG and top-p procedure)"},
+    {"--stop", "STR", "stop when the text contains STR; it is not printed (repeatable)"},
+    {"--n-probs", "N", "after the text, list each token's logprob and the top N alternatives on stderr"},
+    kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
+    kKvCacheOptions[5],
     {"-h,--help", "", "show this help"},
 };
 
@@ -73,7 +80,69 @@ sampling::SamplingParams sampling_params(const ParsedArgs& args) {
   } else if (rng != "default") {
     throw Error("option --rng: '" + rng + "' is not one of default, llama2c");
   }
+  p.n_probs = static_cast<int>(args.get_int("--n-probs", 0, 0, std::numeric_limits<int>::max()));
   return p;
+}
+
+// A token's text for the logprobs table: quoted, with quotes, backslashes,
+// control bytes and bytes that are not valid UTF-8 escaped.
+std::string shown(std::string_view s) {
+  std::string out = "\"";
+  char hex[8];
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7F) {
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    } else if (c >= 0x80) {
+      const size_t len = c >= 0xF8 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      size_t ok = len > 0 && i + len <= s.size() ? len : 0;
+      for (size_t j = 1; j < ok; ++j) {
+        if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80) ok = 0;
+      }
+      if (ok == 0) {
+        std::snprintf(hex, sizeof hex, "\\x%02X", c);
+        out += hex;
+      } else {
+        out.append(s.substr(i, ok));
+        i += ok;
+        continue;
+      }
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out + "\"";
+}
+
+// One generated token: the token before it (for its text) and its logprobs.
+struct TokenProbs {
+  int32_t prev;
+  sampling::Logprobs probs;
+};
+
+// One line per generated token:
+//   #3 "text" (id 261, logprob -0.0123) | top: "text" 261 -0.0123, "other" 317 -4.5678
+// Logprobs are over the distribution the sampler's final step drew from.
+void print_logprobs(const Tokenizer& tokenizer, const std::vector<TokenProbs>& tokens, int n_probs) {
+  std::fprintf(stderr, "\nlogprobs of the %zu generated tokens (top %d after the sampler chain):\n", tokens.size(),
+               n_probs);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto& [prev, lp] = tokens[i];
+    std::fprintf(stderr, "#%zu %s (id %d, logprob %.4f) | top:", i + 1,
+                 shown(tokenizer.decode_piece(prev, lp.chosen.token)).c_str(), lp.chosen.token, lp.chosen.logprob);
+    for (size_t k = 0; k < lp.top.size(); ++k) {
+      std::fprintf(stderr, "%s%s %d %.4f", k ? ", " : " ", shown(tokenizer.decode_piece(prev, lp.top[k].token)).c_str(),
+                   lp.top[k].token, lp.top[k].logprob);
+    }
+    std::fputc('\n', stderr);
+  }
 }
 
 int run_main(int argc, char** argv) {
@@ -84,7 +153,8 @@ int run_main(int argc, char** argv) {
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const int64_t n_predict = args.get_int("--n-predict", -1, -1, std::numeric_limits<int32_t>::max());
-  const int threads = static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  const int threads =
+      static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   sampling::SamplingParams sparams = sampling_params(args);
   sparams.seed = sampling::resolve_seed(sparams.seed);
 
@@ -102,21 +172,34 @@ int run_main(int argc, char** argv) {
   std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
 
   ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx);
+  engine::Session session(model, pool, n_ctx, kv_format_from_args(args), kv_memory_from_args(args));
   engine::GenerateOptions options;
   options.n_predict = static_cast<int32_t>(n_predict);
   options.stop_at_bos = model.format() == ModelFormat::Llama2c;  // as llama2.c's run.c does
-  const engine::GenerateResult r = engine::generate(session, tokenizer, *sampler, prompt, options, [](std::string_view text) {
+  options.stop = args.get_all("--stop");
+  // Gathered during generation and printed after it, so that stdout's text
+  // stays whole on a terminal.
+  std::vector<TokenProbs> token_probs;
+  if (sparams.n_probs > 0) {
+    options.on_token = [&, prev = prompt.back()](int32_t token) mutable {
+      token_probs.push_back({prev, sampler->last_logprobs()});
+      prev = token;
+    };
+  }
+  const auto print = [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-  });
+  };
+  const engine::GenerateResult r = engine::generate(session, tokenizer, *sampler, prompt, options, print);
+  if (sparams.n_probs > 0) print_logprobs(tokenizer, token_probs, sparams.n_probs);
   const double prefill_tps = r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0;
   const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;
   std::fprintf(stderr,
                "\n\nprompt tokens: %lld, prefill: %.1f tok/s; generated: %lld tokens, decode: %.1f tok/s "
                "(%d threads, seed %llu, stop: %s)\n",
                static_cast<long long>(r.n_prompt), prefill_tps, static_cast<long long>(r.n_generated), decode_tps,
-               threads, static_cast<unsigned long long>(sparams.seed), std::string(engine::stop_reason_name(r.stop)).c_str());
+               threads, static_cast<unsigned long long>(sparams.seed),
+               std::string(engine::stop_reason_name(r.stop)).c_str());
   return 0;
 }
 

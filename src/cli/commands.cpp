@@ -4,15 +4,23 @@
 
 namespace tokamak::cli {
 
+int bench_command(int argc, char** argv);
+int convert_command(int argc, char** argv);
 int logits_command(int argc, char** argv);
+int make_model_command(int argc, char** argv);
+int quantize_command(int argc, char** argv);
 int run_command(int argc, char** argv);
 int tokenize_command(int argc, char** argv);
 
 std::span<const Command> commands() {
-  static constexpr std::array<Command, 3> kCommands{{
+  static constexpr std::array<Command, 7> kCommands{{
       {"run", "generate text from a prompt", run_command},
       {"tokenize", "print the token ids of a text", tokenize_command},
       {"logits", "write the logits of a token sequence as raw float32", logits_command},
+      {"quantize", "rewrite a GGUF model with its weights in another type", quantize_command},
+      {"convert", "convert a Hugging Face model folder to GGUF", convert_command},
+      {"bench", "measure prefill and decode speed against the memory-bandwidth roofline", bench_command},
+      {"make-model", "write a random-weight GGUF model in the shapes of a real one", make_model_command},
   }};
   return kCommands;
 }

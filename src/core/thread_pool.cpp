@@ -8,6 +8,10 @@ namespace tokamak {
 namespace {
 // About 50 microseconds of spinning before a worker sleeps.
 constexpr int kSpinIterations = 20000;
+// The caller spins this long for the workers to finish, then yields its core:
+// on a machine with more runnable threads than cores, a descheduled worker
+// otherwise costs the caller a whole time slice per job.
+constexpr int kCallerSpinIterations = 2000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,16 +39,18 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_range(int index) {
-  const int64_t chunk = (n_ + n_threads_ - 1) / n_threads_;
+  if (index >= n_used_) return;
+  const int64_t chunk = (n_ + n_used_ - 1) / n_used_;
   const int64_t begin = std::min<int64_t>(n_, chunk * index);
   const int64_t end = std::min<int64_t>(n_, begin + chunk);
   if (begin < end) thunk_(ctx_, begin, end, index);
 }
 
-void ThreadPool::run(int64_t n, Thunk thunk, void* ctx) {
+void ThreadPool::run(int64_t n, int n_used, Thunk thunk, void* ctx) {
   thunk_ = thunk;
   ctx_ = ctx;
   n_ = n;
+  n_used_ = n_used;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -52,16 +58,25 @@ void ThreadPool::run(int64_t n, Thunk thunk, void* ctx) {
   }
   wake_.notify_all();
   run_range(0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kCallerSpinIterations) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      cpu_relax();
-      ++spins;
+    for (int spins = 0; generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations; ++spins) {
+      // Yield now and then so that a caller sharing this core can run.
+      if (spins % 256 == 255) {
+        std::this_thread::yield();
+      } else {
+        cpu_relax();
+      }
     }
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);

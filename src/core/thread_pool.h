@@ -5,6 +5,7 @@
 // No allocation per job.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -23,21 +24,25 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n).
-  // Ranges depend only on n and size(), never on timing.
+  // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n),
+  // giving each thread at least `grain` items (small jobs cost less on one
+  // thread than the wake-up of another). Ranges depend only on n, grain and
+  // size(), never on timing.
   template <typename Fn>
-  void parallel_for(int64_t n, Fn&& fn) {
+  void parallel_for(int64_t n, Fn&& fn, int64_t grain = 1) {
     if (n <= 0) return;
-    if (n_threads_ == 1 || n == 1) {
+    const int64_t useful = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
+    const int n_used = static_cast<int>(std::min<int64_t>(n_threads_, useful));
+    if (n_used == 1) {
       fn(int64_t{0}, n, 0);
       return;
     }
-    run(n, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); }, &fn);
+    run(n, n_used, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); }, &fn);
   }
 
  private:
   using Thunk = void (*)(void*, int64_t, int64_t, int);
-  void run(int64_t n, Thunk thunk, void* ctx);
+  void run(int64_t n, int n_used, Thunk thunk, void* ctx);
   void worker_loop(int index);
   void run_range(int index);
 
@@ -52,6 +57,7 @@ class ThreadPool {
   Thunk thunk_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
+  int n_used_ = 1;  // threads that get a range; the others skip the job
 };
 
 }  // namespace tokamak

@@ -4,16 +4,20 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/stop_strings.h"
+#include "kv/kv_memory.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak::engine {
 namespace {
 
-int32_t blocks_for(int32_t n_ctx, int32_t block_size) {
+int32_t blocks_for(const kv::KvLayout& layout, int32_t n_ctx, int64_t memory_bytes) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
-  if (block_size <= 0) throw Error("block size must be positive, got " + std::to_string(block_size));
-  return (n_ctx + block_size - 1) / block_size;
+  layout.validate();
+  if (memory_bytes > 0) return kv::blocks_for_bytes(layout, memory_bytes);
+  const int32_t bs = layout.format.block_size;
+  return (n_ctx + bs - 1) / bs + layout.recent_blocks();
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -22,10 +26,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Session::Session(const Model& model, ThreadPool& pool, int32_t n_ctx, int32_t block_size)
+Session::Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format,
+                 int64_t kv_memory_bytes)
     : model_(model),
       n_ctx_(n_ctx),
-      kv_(kv_layout_for(model.config(), block_size), blocks_for(n_ctx, block_size)),
+      kv_(kv_layout_for(model.config(), kv_format),
+          blocks_for(kv_layout_for(model.config(), kv_format), n_ctx, kv_memory_bytes)),
       forward_(model, pool) {}
 
 void Session::defer(int32_t token) {
@@ -67,6 +73,15 @@ std::string_view stop_reason_name(StopReason r) {
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
                         std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<void(std::string_view)>& on_text) {
+  StopStringMatcher stops(options.stop);
+  // Streams a piece through the stop strings; true when one completed.
+  const auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return false;
+    const StopStringMatcher::Output out = stops.push(piece);
+    if (!out.text.empty()) on_text(out.text);
+    return out.stopped;
+  };
+
   GenerateResult result;
   result.n_prompt = static_cast<int64_t>(prompt.size());
   for (int32_t t : prompt) sampler.accept(t);  // prompt tokens count for penalties
@@ -82,14 +97,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::
   while (options.n_predict != 0) {
     const int32_t token = sampler.sample(logits);
     ++result.n_generated;
+    if (options.on_token) options.on_token(token);
     const bool end = tokenizer.is_end_of_generation(token) || (options.stop_at_bos && token == tokenizer.bos());
-    if (!end) {
-      if (const std::string text = stream.push(token); !text.empty()) on_text(text);
-    }
-    const bool last = end || (options.n_predict > 0 && result.n_generated >= options.n_predict);
-    result.stop = end ? StopReason::EndOfGeneration : StopReason::MaxTokens;
+    const bool stopped = !end && emit(stream.push(token));
+    const bool last = end || stopped || (options.n_predict > 0 && result.n_generated >= options.n_predict);
+    result.stop = end ? StopReason::EndOfGeneration : stopped ? StopReason::StopString : StopReason::MaxTokens;
     if (session.size() + 1 > session.n_ctx()) {  // no room even to keep the token
-      if (!end) result.stop = StopReason::ContextFull;
+      if (!end && !stopped) result.stop = StopReason::ContextFull;
       break;
     }
     if (last) {
@@ -100,7 +114,15 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::
     logits = session.append(one);
     ++result.n_decoded;
   }
-  if (const std::string text = stream.flush(); !text.empty()) on_text(text);
+  if (!stops.stopped()) {
+    // An unfinished UTF-8 tail may still complete a stop string; else what the
+    // matcher held back as a possible stop prefix is text after all.
+    if (emit(stream.flush())) {
+      result.stop = StopReason::StopString;
+    } else if (const std::string rest = stops.flush(); !rest.empty()) {
+      on_text(rest);
+    }
+  }
   result.decode_seconds = seconds_since(start);
   return result;
 }

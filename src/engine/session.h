@@ -26,8 +26,10 @@ namespace tokamak::engine {
 
 class Session {
  public:
-  // Reserves KV blocks for n_ctx positions (rounded up to whole blocks).
-  Session(const Model& model, ThreadPool& pool, int32_t n_ctx, int32_t block_size = 16);
+  // Reserves KV blocks stored as `kv_format` says: for n_ctx positions
+  // (rounded up to whole blocks), or as many as fit in kv_memory_bytes when > 0.
+  Session(const Model& model, ThreadPool& pool, int32_t n_ctx, const kv::KvFormat& kv_format = {},
+          int64_t kv_memory_bytes = 0);
 
   // Appends tokens, runs every token not yet in the KV cache (a deferred one
   // first) as one batch, and returns the logits after the last [n_vocab]
@@ -60,7 +62,13 @@ std::string_view stop_reason_name(StopReason r);
 struct GenerateOptions {
   int32_t n_predict = -1;          // tokens to generate; -1: until a stop condition
   bool stop_at_bos = false;        // llama2.c checkpoints also end at BOS
-  std::vector<std::string> stop;   // stop strings (the text excludes them)
+  // Stop strings, matched in the generated text across token boundaries (see
+  // StopStringMatcher): the first to complete ends generation, and the streamed
+  // text is everything before it (no byte of it is ever streamed). Not empty strings.
+  std::vector<std::string> stop;
+  // Called with each sampled token right after sample(), before its text is
+  // streamed: the place to read the sampler's last_logprobs().
+  std::function<void(int32_t token)> on_token;
 };
 
 struct GenerateResult {
@@ -75,7 +83,9 @@ struct GenerateResult {
 // Prefills `prompt` after what the session holds, then samples and decodes
 // until a stop condition, streaming whole UTF-8 text through `on_text`.
 // The last sampled token is deferred in the session, so a following turn
-// continues after it without a forward pass spent on it now.
+// continues after it without a forward pass spent on it now (after a stop
+// string, that token is kept although the text after the stop is dropped).
+// Throws Error for an empty stop string before anything runs.
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
                         std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<void(std::string_view)>& on_text);

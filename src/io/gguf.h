@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -103,9 +104,19 @@ class GgufFile {
 
 // Builds a GGUF file in memory and writes it (v3). Keys and tensors keep the
 // order they were added in; tensor data is aligned to `alignment`.
+// Tensors either carry their bytes (add_tensor) or are declared without them
+// (declare_tensor) and produced while the file is written (write with a
+// TensorFill): then memory holds one tensor at a time, not the whole model.
 class GgufWriter {
  public:
-  void set(std::string key, GgufValue value);  // replaces an existing key
+  // Produces the bytes of the declared tensor `index` (its position among all
+  // tensors, in the order added) into `out`, which has exactly its size.
+  using TensorFill = std::function<void(size_t index, std::span<std::byte> out)>;
+
+  void set(std::string key, GgufValue value);  // replaces an existing key in place
+  // Removes a key if present; a later set() appends it at the end (llama-quantize
+  // moves general.file_type to the end this way).
+  void remove(std::string_view key);
   void set_u32(std::string key, uint32_t v);
   void set_i32(std::string key, int32_t v);
   void set_u64(std::string key, uint64_t v);
@@ -117,17 +128,31 @@ class GgufWriter {
   void set_i32_array(std::string key, std::vector<int32_t> v);
   // Copies `data` (must be row_bytes(type, ne[0]) * rows bytes).
   void add_tensor(std::string name, DType type, std::vector<int64_t> ne, std::span<const std::byte> data);
+  // A tensor whose bytes (row_bytes(type, ne[0]) * rows) come from the TensorFill at write time.
+  void declare_tensor(std::string name, DType type, std::vector<int64_t> ne);
+  size_t n_tensors() const { return tensors_.size(); }
+  // Bytes of the tensor data section (with alignment padding): the file size minus the header.
+  size_t data_bytes() const;
 
+  // Both need every tensor's bytes: throw tokamak::Error if one was only declared.
   std::vector<std::byte> to_bytes() const;
-  void write(const std::filesystem::path& path) const;  // throws tokamak::Error
+  void write(const std::filesystem::path& path) const;
+  // Writes `path` + ".part", calling fill() for each declared tensor in order,
+  // then renames it to `path`; on any error (fill may throw) the partial file
+  // is removed and the error rethrown. Buffer memory: the largest declared tensor.
+  void write(const std::filesystem::path& path, const TensorFill& fill) const;
 
  private:
   struct Tensor {
     std::string name;
     DType type;
     std::vector<int64_t> ne;
-    std::vector<std::byte> data;
+    size_t n_bytes = 0;
+    bool declared = false;        // bytes come from a TensorFill
+    std::vector<std::byte> data;  // empty when declared
   };
+  // Checks name, shape and block divisibility; returns the tensor's byte size.
+  size_t check_new_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const;
   // Header, metadata, tensor infos and the padding up to the data section.
   std::vector<std::byte> header_bytes() const;
 

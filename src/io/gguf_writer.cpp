@@ -3,6 +3,7 @@
 // tensor infos with offsets packed in insertion order, each tensor's start
 // rounded up to the alignment; zero padding before the data section and after
 // every tensor (none at all in a file without tensors).
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -178,7 +179,11 @@ void GgufWriter::set_i32_array(std::string key, std::vector<int32_t> v) {
   set(std::move(key), std::move(g));
 }
 
-void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, std::span<const std::byte> data) {
+void GgufWriter::remove(std::string_view key) {
+  std::erase_if(kv_, [&](const GgufKeyValue& kv) { return kv.key == key; });
+}
+
+size_t GgufWriter::check_new_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const {
   const std::string where = "GGUF writer: tensor '" + name + "': ";
   for (const Tensor& t : tensors_) {
     if (t.name == name) throw Error(where + "added twice");
@@ -194,13 +199,25 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> n
     throw Error(where + "ne[0] = " + std::to_string(ne[0]) + " is not a multiple of the " + std::string(tr.name) +
                 " block size " + std::to_string(tr.block_size));
   }
-  size_t expected = 0;
-  if (__builtin_mul_overflow(row_bytes(type, ne[0]), static_cast<size_t>(rows), &expected) ||
-      data.size() != expected) {
-    throw Error(where + "got " + std::to_string(data.size()) + " bytes of data, the shape needs " +
-                std::to_string(expected));
+  size_t n_bytes = 0;
+  if (__builtin_mul_overflow(row_bytes(type, ne[0]), static_cast<size_t>(rows), &n_bytes)) {
+    throw Error(where + "byte size overflows");
   }
-  tensors_.push_back({std::move(name), type, std::move(ne), std::vector<std::byte>(data.begin(), data.end())});
+  return n_bytes;
+}
+
+void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, std::span<const std::byte> data) {
+  const size_t expected = check_new_tensor(name, type, ne);
+  if (data.size() != expected) {
+    throw Error("GGUF writer: tensor '" + name + "': got " + std::to_string(data.size()) +
+                " bytes of data, the shape needs " + std::to_string(expected));
+  }
+  tensors_.push_back({std::move(name), type, std::move(ne), expected, false, std::vector<std::byte>(data.begin(), data.end())});
+}
+
+void GgufWriter::declare_tensor(std::string name, DType type, std::vector<int64_t> ne) {
+  const size_t n_bytes = check_new_tensor(name, type, ne);
+  tensors_.push_back({std::move(name), type, std::move(ne), n_bytes, true, {}});
 }
 
 namespace {
@@ -239,17 +256,33 @@ std::vector<std::byte> GgufWriter::header_bytes() const {
     for (int64_t n : t.ne) s.put<uint64_t>(static_cast<uint64_t>(n));
     s.put(static_cast<uint32_t>(t.type));
     s.put<uint64_t>(offset);
-    offset += align_up(t.data.size(), alignment);
+    offset += align_up(t.n_bytes, alignment);
   }
   // A file without tensors (a vocabulary) ends here, as llama.cpp writes it.
   if (!tensors_.empty()) s.pad_to(alignment);
   return out;
 }
 
+size_t GgufWriter::data_bytes() const {
+  const size_t alignment = writer_alignment(kv_);
+  size_t total = 0;
+  for (const Tensor& t : tensors_) total += align_up(t.n_bytes, alignment);
+  return total;
+}
+
+namespace {
+
+std::string declared_error(const std::string& name) {
+  return "GGUF writer: tensor '" + name + "' was declared without data; write it with a TensorFill";
+}
+
+}  // namespace
+
 std::vector<std::byte> GgufWriter::to_bytes() const {
   const size_t alignment = writer_alignment(kv_);
   std::vector<std::byte> out = header_bytes();
   for (const Tensor& t : tensors_) {
+    if (t.declared) throw Error(declared_error(t.name));
     out.insert(out.end(), t.data.begin(), t.data.end());
     out.resize(align_up(out.size(), alignment), std::byte{0});
   }
@@ -257,24 +290,55 @@ std::vector<std::byte> GgufWriter::to_bytes() const {
 }
 
 void GgufWriter::write(const std::filesystem::path& path) const {
+  for (const Tensor& t : tensors_) {
+    if (t.declared) throw Error(declared_error(t.name));
+  }
+  write(path, [](size_t, std::span<std::byte>) {});
+}
+
+void GgufWriter::write(const std::filesystem::path& path, const TensorFill& fill) const {
   const size_t alignment = writer_alignment(kv_);
   const std::vector<std::byte> header = header_bytes();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(path.string() + ": cannot open for writing");
-  auto put = [&](const std::byte* p, size_t n) { f.write(reinterpret_cast<const char*>(p), std::streamsize(n)); };
-  put(header.data(), header.size());
-  // Tensor data goes straight from each tensor's buffer: no second copy of the weights.
-  const std::byte zeros[64]{};
-  for (const Tensor& t : tensors_) {
-    put(t.data.data(), t.data.size());
-    for (size_t pad = align_up(t.data.size(), alignment) - t.data.size(); pad > 0;) {
-      const size_t n = std::min(pad, sizeof(zeros));
-      put(zeros, n);
-      pad -= n;
+  std::filesystem::path part = path;
+  part += ".part";
+  std::ofstream f(part, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error(part.string() + ": cannot open for writing");
+  try {
+    auto put = [&](const std::byte* p, size_t n) {
+      f.write(reinterpret_cast<const char*>(p), std::streamsize(n));
+      if (!f) throw Error(part.string() + ": write failed (disk full?)");
+    };
+    put(header.data(), header.size());
+    // Data goes straight from each tensor's buffer (or the one fill buffer):
+    // no second copy of the weights.
+    std::vector<std::byte> buffer;
+    const std::byte zeros[64]{};
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const Tensor& t = tensors_[i];
+      if (t.declared) {
+        buffer.resize(t.n_bytes);
+        fill(i, buffer);
+        put(buffer.data(), buffer.size());
+      } else {
+        put(t.data.data(), t.data.size());
+      }
+      for (size_t pad = align_up(t.n_bytes, alignment) - t.n_bytes; pad > 0;) {
+        const size_t n = std::min(pad, sizeof(zeros));
+        put(zeros, n);
+        pad -= n;
+      }
     }
+    f.close();
+    if (!f) throw Error(part.string() + ": write failed");
+    std::error_code ec;
+    std::filesystem::rename(part, path, ec);
+    if (ec) throw Error(path.string() + ": cannot rename " + part.string() + " to it: " + ec.message());
+  } catch (...) {
+    f.close();
+    std::error_code ignored;
+    std::filesystem::remove(part, ignored);
+    throw;
   }
-  f.flush();
-  if (!f) throw Error(path.string() + ": write failed");
 }
 
 }  // namespace tokamak::io

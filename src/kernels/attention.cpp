@@ -1,31 +1,131 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
-
-#include "kernels/ops.h"
+#include <limits>
+#include <vector>
 
 namespace tokamak::kernels {
 
-void attention_ref(const float* q, int n_heads, int n_kv_heads, int head_dim, const KvPages& kv, int64_t n_keys,
-                   int head_begin, int head_end, float* out, float* scores) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const int group = n_heads / n_kv_heads;
-  for (int h = head_begin; h < head_end; ++h) {
-    const float* qh = q + static_cast<int64_t>(h) * head_dim;
-    const int64_t kv_off = static_cast<int64_t>(h / group) * head_dim;
-    for (int64_t p = 0; p < n_keys; ++p) {
-      const float* k = kv.k_row(p) + kv_off;
-      float dot = 0.0f;
-      for (int i = 0; i < head_dim; ++i) dot += qh[i] * k[i];
-      scores[p] = dot * scale;
+// The per-ISA tile loops (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp).
+void attention_chunk_scalar(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+#if TOKAMAK_HAVE_X86_SIMD
+void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx512(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+#endif
+
+void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state) {
+  const int64_t sf = attention_state_floats(dims);
+  for (int64_t q = 0; q < n_queries; ++q) {
+    state[q * sf] = -std::numeric_limits<float>::infinity();
+    std::fill(state + q * sf + 1, state + (q + 1) * sf, 0.0f);
+  }
+}
+
+int64_t attention_chunks(const QueryTile& tile) {
+  int64_t max_pos = -1;
+  for (int i = 0; i < tile.n_tokens; ++i) max_pos = std::max<int64_t>(max_pos, tile.positions[i]);
+  return (max_pos + kKeyChunk) / kKeyChunk;
+}
+
+int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& tile) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < tile.n_tokens; ++i) first = std::min(first, params.first_key(tile.positions[i]));
+  return tile.n_tokens > 0 ? first / kKeyChunk : 0;
+}
+
+void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                     float* partial) {
+#if TOKAMAK_HAVE_X86_SIMD
+  if (isa == Isa::Avx512 && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);
+  if (isa != Isa::Scalar && dims.head_dim % 8 == 0) return attention_chunk_avx2(dims, kv, tile, chunk, partial);
+#endif
+  attention_chunk_scalar(dims, kv, tile, chunk, partial);
+}
+
+void attention_fold(const AttentionParams& dims, int64_t n_queries, const float* partial, float* running) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t sf = attention_state_floats(dims);
+  for (int64_t q = 0; q < n_queries; ++q) {
+    const float* p = partial + q * sf;
+    float* r = running + q * sf;
+    if (p[0] == kNegInf) continue;  // no keys in this chunk
+    if (r[0] == kNegInf) {
+      std::copy(p, p + sf, r);
+      continue;
     }
-    softmax(scores, n_keys);
-    float* oh = out + static_cast<int64_t>(h) * head_dim;
-    for (int i = 0; i < head_dim; ++i) oh[i] = 0.0f;
-    for (int64_t p = 0; p < n_keys; ++p) {
-      const float* v = kv.v_row(p) + kv_off;
-      const float a = scores[p];
-      for (int i = 0; i < head_dim; ++i) oh[i] += a * v[i];
+    const float m = std::max(r[0], p[0]);
+    const float a = std::exp(r[0] - m);
+    const float b = std::exp(p[0] - m);
+    r[0] = m;
+    for (int64_t i = 1; i < sf; ++i) r[i] = r[i] * a + p[i] * b;
+  }
+}
+
+void attention_finish(const AttentionParams& dims, const QueryTile& tile, const float* running, float* const* out) {
+  const int d = dims.head_dim;
+  const int group = dims.group();
+  const int64_t sf = attention_state_floats(dims);
+  for (int i = 0; i < tile.n_tokens; ++i) {
+    for (int g = 0; g < group; ++g) {
+      const float* r = running + (static_cast<int64_t>(i) * group + g) * sf;
+      float* o = out[i] + (static_cast<int64_t>(tile.kv_head) * group + g) * d;
+      // l >= 1 whenever the query saw a key (its max term is exp(0)).
+      const float l = r[1];
+      for (int k = 0; k < d; ++k) o[k] = l > 0.0f ? r[2 + k] / l : 0.0f;
+    }
+  }
+}
+
+void attention(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, float* const* out,
+               float* scratch) {
+  const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * dims.group();
+  float* running = scratch;
+  float* partial = scratch + attention_tile_state_floats(dims, tile.n_tokens);
+  attention_reset(dims, n_queries, running);
+  const int64_t chunks = attention_chunks(tile);
+  for (int64_t c = attention_first_chunk(dims, tile); c < chunks; ++c) {
+    attention_chunk(isa, dims, kv, tile, c, partial);
+    attention_fold(dims, n_queries, partial, running);
+  }
+  attention_finish(dims, tile, running, out);
+}
+
+void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q, int64_t pos, float* out) {
+  const int d = dims.head_dim;
+  const int group = dims.group();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t n = pos + 1;
+  const int64_t first = dims.first_key(pos);
+  std::vector<float> k(static_cast<size_t>(n * d)), v(static_cast<size_t>(n * d));
+  std::vector<double> scores(static_cast<size_t>(n), -std::numeric_limits<double>::infinity());
+  for (int kvh = 0; kvh < dims.n_kv_heads; ++kvh) {
+    for (int64_t p = first; p < n; ++p) {
+      const KvPages& kp = p >= kv.k_recent_begin ? kv.recent : kv.main;
+      const KvPages& vp = p >= kv.v_recent_begin ? kv.recent : kv.main;
+      dequantize_kv_row(kp.k_type, kp.k_row(p, kvh), d, k.data() + p * d);
+      dequantize_kv_row(vp.v_type, vp.v_row(p, kvh), d, v.data() + p * d);
+    }
+    for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+      const float* qh = q + static_cast<int64_t>(h) * d;
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (int64_t p = first; p < n; ++p) {
+        double dot = 0.0;
+        for (int i = 0; i < d; ++i) dot += static_cast<double>(qh[i]) * k[static_cast<size_t>(p * d + i)];
+        double s = dot * scale;
+        if (dims.softcap > 0.0f) s = dims.softcap * std::tanh(s / dims.softcap);
+        scores[static_cast<size_t>(p)] = s;
+        max_score = std::max(max_score, s);
+      }
+      double sum = 0.0;
+      for (int64_t p = first; p < n; ++p)
+        sum += (scores[static_cast<size_t>(p)] = std::exp(scores[static_cast<size_t>(p)] - max_score));
+      float* oh = out + static_cast<int64_t>(h) * d;
+      for (int i = 0; i < d; ++i) {
+        double acc = 0.0;
+        for (int64_t p = first; p < n; ++p) acc += scores[static_cast<size_t>(p)] * v[static_cast<size_t>(p * d + i)];
+        oh[i] = static_cast<float>(acc / sum);
+      }
     }
   }
 }

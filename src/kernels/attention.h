@@ -1,34 +1,126 @@
-// Causal multi-head attention of one query token over its sequence's K/V,
-// read in place from the paged KV cache (f32 elements).
+// Causal multi-head attention over the paged KV cache, FlashAttention style:
+// keys are read where they lie, tile by tile (dequantized tile by tile when
+// stored quantized), with an online softmax (running max m, running sum l)
+// so that no score matrix is ever materialized.
+//
+// One kernel family serves decode (one query token per sequence) and prefill
+// (many, causal): a QueryTile is some query tokens of one sequence together
+// with all the query heads that share one KV head (GQA by index), so each K/V
+// tile is loaded once for all of them.
+//
+// Reduction order (batch invariance). Keys are cut into chunks of kKeyChunk
+// positions and chunks into tiles of kKeyTile, both aligned to absolute
+// positions. A query's result is, bit for bit, the in-order fold of its chunk
+// partials, whichever tile it shares and however chunks are spread over
+// threads (flash-decoding): it depends only on the query, the keys and the ISA.
 #pragma once
 
 #include <cstdint>
+#include <limits>
+
+#include "kernels/isa.h"
+#include "kernels/kv_format.h"
 
 namespace tokamak::kernels {
 
-// One layer of one sequence's KV as it lies in the block pool. Position p is
-// in block block_table[p / block_size] at row p % block_size; a row holds
-// n_kv_heads * head_dim floats.
+// One layer of one sequence's K and V in one storage format, as they lie in
+// the block pool. Position p lives at row r = p (or p % ring_rows for a ring)
+// of block block_table[r / block_size], row r % block_size. A page is
+// [n_kv_heads][block_size] head rows, so one head's rows of a block are adjacent.
 struct KvPages {
-  const float* k_base = nullptr;  // K page of block 0 for this layer
-  const float* v_base = nullptr;  // V page of block 0 for this layer
-  int64_t block_stride = 0;       // floats from one block's page to the next block's
-  int32_t block_size = 0;
-  int32_t row_floats = 0;         // n_kv_heads * head_dim
+  const uint8_t* k_base = nullptr;  // K page of this layer in block 0 (null: K not stored here)
+  const uint8_t* v_base = nullptr;  // V page of this layer in block 0 (null: V not stored here)
+  int64_t block_stride = 0;         // bytes from a block to the next
   const int32_t* block_table = nullptr;
+  int32_t block_size = 0;  // rows per block
+  int64_t ring_rows = 0;   // 0: rows are positions; else a ring of this many rows
+  KvType k_type = KvType::F32;
+  KvType v_type = KvType::F32;
+  int32_t k_row_bytes = 0;  // one head row (kv_head_row_bytes)
+  int32_t v_row_bytes = 0;
 
-  const float* k_row(int64_t pos) const { return k_base + offset(pos); }
-  const float* v_row(int64_t pos) const { return v_base + offset(pos); }
-  int64_t offset(int64_t pos) const {
-    return static_cast<int64_t>(block_table[pos / block_size]) * block_stride + (pos % block_size) * row_floats;
+  const uint8_t* k_row(int64_t pos, int head) const { return k_base + row_offset(pos, head, k_row_bytes); }
+  const uint8_t* v_row(int64_t pos, int head) const { return v_base + row_offset(pos, head, v_row_bytes); }
+  int64_t row_offset(int64_t pos, int head, int32_t row_bytes) const {
+    const int64_t r = ring_rows > 0 ? pos % ring_rows : pos;
+    return static_cast<int64_t>(block_table[r / block_size]) * block_stride +
+           (static_cast<int64_t>(head) * block_size + r % block_size) * row_bytes;
   }
 };
 
-// out[h] = softmax(q[h] . K[0..n_keys)^T / sqrt(head_dim)) V for query heads h
-// in [head_begin, head_end). Query head h reads KV head h / (n_heads / n_kv_heads)
-// (GQA by index). q, out: [n_heads, head_dim]; scores: n_keys floats of scratch.
-// Reference form: scores are materialized, softmax, then the weighted V sum.
-void attention_ref(const float* q, int n_heads, int n_kv_heads, int head_dim, const KvPages& kv, int64_t n_keys,
-                   int head_begin, int head_end, float* out, float* scores);
+// Where each position's K and V are: K of position p comes from `recent` when
+// p >= k_recent_begin, else from `main`; V likewise (mixed precision keeps the
+// newest rows in an f16 ring beside the quantized blocks).
+struct KvView {
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  KvPages main;
+  KvPages recent;
+  int64_t k_recent_begin = kNone;
+  int64_t v_recent_begin = kNone;
+};
+
+struct AttentionParams {
+  int n_heads = 0;
+  int n_kv_heads = 0;    // divides n_heads
+  int head_dim = 0;      // <= kMaxHeadDim
+  float softcap = 0.0f;  // > 0: scores s -> softcap * tanh(s / softcap) (gemma-2)
+  int32_t window = 0;    // > 0: a query at p attends keys [p + 1 - window, p] only (sliding window)
+  int group() const { return n_heads / n_kv_heads; }
+  // The first key a query at `pos` attends.
+  int64_t first_key(int64_t pos) const { return window > 0 && pos + 1 > window ? pos + 1 - window : 0; }
+};
+
+// The queries of one task: n_tokens query tokens of one sequence, each with
+// the `group` query heads [kv_head * group, (kv_head + 1) * group).
+// Query j = token (j / group), head kv_head * group + j % group.
+struct QueryTile {
+  const float* const* q = nullptr;     // [n_tokens] -> query row [n_heads * head_dim], rotated
+  const int32_t* positions = nullptr;  // [n_tokens]: token i attends keys [0, positions[i]]
+  int n_tokens = 0;
+  int kv_head = 0;
+};
+
+constexpr int64_t kKeyTile = 32;    // keys per online-softmax step
+constexpr int64_t kKeyChunk = 512;  // keys per partial: the unit of flash-decoding splits
+
+// Floats of online-softmax state per query, laid out [m, l, acc[head_dim]]:
+// m the running max of scores, l the sum of exp(score - m), acc the sum of
+// exp(score - m) * v. A state buffer holds n_tokens * group of them, query order.
+inline int64_t attention_state_floats(const AttentionParams& d) { return d.head_dim + 2; }
+inline int64_t attention_tile_state_floats(const AttentionParams& d, int n_tokens) {
+  return attention_state_floats(d) * n_tokens * d.group();
+}
+// Sets n_queries states to the empty state (m = -inf, l = 0, acc = 0).
+void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state);
+// Chunks a tile's keys span: ceil((max position + 1) / kKeyChunk).
+int64_t attention_chunks(const QueryTile& tile);
+// The first chunk with a key any query of the tile attends (> 0 only with a
+// sliding window); earlier chunks give empty partials.
+int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& tile);
+
+// partial = the online softmax of every query of `tile` over the keys of chunk
+// `chunk` (positions [chunk * kKeyChunk, (chunk + 1) * kKeyChunk), causal, and
+// within the sliding window). A query with no key in the chunk gets the empty
+// state (m = -inf, l = 0, acc = 0).
+// Uses `isa`, or a narrower one when head_dim is not a multiple of its width.
+void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                     float* partial);
+// running = running (+) partial for n_queries states: the merge of two online
+// softmaxes, rescaled to their common max. Folding into the empty state copies.
+void attention_fold(const AttentionParams& dims, int64_t n_queries, const float* partial, float* running);
+// out[i] + h * head_dim = acc / l of every query (token i, head h) of the tile.
+void attention_finish(const AttentionParams& dims, const QueryTile& tile, const float* running, float* const* out);
+
+// The whole attention of a tile: chunks in order, folded, finished. scratch:
+// 2 * attention_tile_state_floats floats.
+void attention(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, float* const* out,
+               float* scratch);
+
+// Scalar reference: out[h] = softmax(q[h] . K[first..pos]^T / sqrt(head_dim)) V
+// (first = params.first_key(pos), scores soft-capped when params.softcap > 0)
+// for every query head h of one query token at position pos, with the scores
+// materialized and the softmax and weighted sum taken in double. K/V are read
+// through dequantize_kv_row. q, out: [n_heads, head_dim].
+void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q, int64_t pos, float* out);
 
 }  // namespace tokamak::kernels

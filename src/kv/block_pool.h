@@ -1,69 +1,67 @@
-// The KV cache's memory: a pool of fixed-size blocks, each holding K and V
-// for `block_size` consecutive token positions of one sequence, for all layers.
-// Sequences find their blocks through a BlockTable; blocks are refcounted so
-// that later features (prefix sharing, fork) can share them.
+// The KV cache's memory: a pool of fixed-size blocks, each holding K and V of
+// `block_size` consecutive positions of one sequence for all layers, in the
+// byte layout of KvLayout (kv/kv_layout.h). Blocks are refcounted so that
+// sequences can share them (fork, prefix sharing); a block with more than one
+// reference is never written: writers copy it first (copy()).
 //
-// Storage of block b (f32 elements), for each layer l:
-//   K page: [block_size, n_kv_heads * head_dim] at ((b * n_layers + l) * 2 + 0) * page_floats
-//   V page: same shape, right after the K page.
+// Block b's bytes: data() + b * block_bytes. The storage is allocated once,
+// uninitialized (untouched pages cost no RAM until used), 64-byte aligned.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kv/kv_layout.h"
 
 namespace tokamak::kv {
 
-struct KvLayout {
-  int32_t n_layers = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;
-  int32_t block_size = 16;
-
-  int64_t row_floats() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
-  int64_t page_floats() const { return row_floats() * block_size; }
-  // K and V of every layer for one token.
-  int64_t bytes_per_token() const { return 2LL * n_layers * row_floats() * static_cast<int64_t>(sizeof(float)); }
-};
-
 class BlockPool {
  public:
-  // Throws tokamak::Error for a non-positive size or an allocation that fails.
+  // Throws tokamak::Error for an invalid layout, a non-positive block count or
+  // an allocation that fails.
   BlockPool(const KvLayout& layout, int32_t n_blocks);
 
   const KvLayout& layout() const { return layout_; }
   int32_t n_blocks() const { return static_cast<int32_t>(refcounts_.size()); }
   int32_t n_free() const { return static_cast<int32_t>(free_list_.size()); }
+  int32_t n_used() const { return n_used_; }
+  int64_t block_bytes() const { return block_bytes_; }
+  int64_t capacity_bytes() const { return block_bytes_ * n_blocks(); }
   int32_t refcount(int32_t block) const;
 
-  // A free block with refcount 1. Throws tokamak::Error when the pool is exhausted.
+  // A free block with refcount 1: the most recently freed one, or the lowest
+  // id never used. Throws tokamak::Error when the pool is exhausted.
   int32_t allocate();
   void retain(int32_t block);
   // Drops one reference; the block returns to the free list at zero.
   void release(int32_t block);
+  // A new block (refcount 1) holding a copy of all of `block`'s bytes; `block`
+  // keeps its references. Cost: one block_bytes memcpy.
+  int32_t copy(int32_t block);
 
-  float* k_page(int32_t block, int32_t layer) { return storage_.data() + page_offset(block, layer); }
-  float* v_page(int32_t block, int32_t layer) { return k_page(block, layer) + layout_.page_floats(); }
-  // A kernel's view of one layer, addressed through `block_table`.
-  kernels::KvPages layer_pages(int32_t layer, const int32_t* block_table) const;
+  uint8_t* block_data(int32_t block) { return storage_.get() + static_cast<int64_t>(block) * block_bytes_; }
+  const uint8_t* data() const { return storage_.get(); }
+
+  // O(n_blocks) audit: every block is either referenced (refcount > 0, not on
+  // the free list) or free (refcount 0, on the free list once), and the counts
+  // add up. Throws tokamak::Error naming the first broken invariant.
+  void check_invariants() const;
 
  private:
-  int64_t page_offset(int32_t block, int32_t layer) const {
-    return ((static_cast<int64_t>(block) * layout_.n_layers + layer) * 2) * layout_.page_floats();
-  }
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
   void check_id(int32_t block, const char* op) const;
+  // O(1) invariants, checked after every mutation.
+  void check_counts() const;
 
   KvLayout layout_;
-  std::vector<float> storage_;
+  int64_t block_bytes_ = 0;
+  std::unique_ptr<uint8_t[], FreeBytes> storage_;
   std::vector<int32_t> refcounts_;
   std::vector<int32_t> free_list_;  // popped from the back: lowest ids are handed out first
-};
-
-// The blocks of one sequence, in position order, and how many positions hold KV.
-struct BlockTable {
-  std::vector<int32_t> blocks;
-  int64_t n_tokens = 0;
+  int32_t n_used_ = 0;
 };
 
 }  // namespace tokamak::kv

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -20,26 +21,198 @@ const BlockTable& KvCache::table(int32_t seq) const {
 
 void KvCache::reserve(int32_t seq, int64_t n_positions) {
   BlockTable& t = mutable_table(seq);
-  const int64_t bs = pool_.layout().block_size;
+  const int64_t bs = layout().format.block_size;
   const int64_t needed = (n_positions + bs - 1) / bs;
   while (static_cast<int64_t>(t.blocks.size()) < needed) t.blocks.push_back(pool_.allocate());
 }
 
+void KvCache::make_private(int32_t& block) {
+  if (pool_.refcount(block) == 1) return;
+  const int32_t copy = pool_.copy(block);
+  pool_.release(block);
+  block = copy;
+}
+
+void KvCache::prepare_write(int32_t seq, int64_t begin, int64_t end) {
+  if (begin < 0 || end < begin) {
+    throw Error("KV cache: bad write range [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+  }
+  reserve(seq, end);
+  BlockTable& t = mutable_table(seq);
+  const KvLayout& l = layout();
+  const int64_t bs = l.format.block_size;
+  for (int64_t b = begin / bs; b < (end + bs - 1) / bs; ++b) make_private(t.blocks[static_cast<size_t>(b)]);
+  t.step_end = std::max(t.n_tokens, end);
+  if (!l.has_recent() || begin == end) return;
+  if (t.recent.empty()) {  // all of the ring or none of it
+    std::vector<int32_t> ring;
+    try {
+      while (static_cast<int32_t>(ring.size()) < l.recent_blocks()) ring.push_back(pool_.allocate());
+    } catch (const Error&) {
+      for (int32_t b : ring) pool_.release(b);
+      throw;
+    }
+    t.recent = std::move(ring);
+  }
+  // Only positions among the newest ring_rows of the step reach the ring.
+  const int64_t ring = l.recent_ring_rows();
+  const int64_t first = std::max(begin, t.step_end - ring);
+  if (first >= end) return;
+  if (end - first >= ring) {
+    for (int32_t& b : t.recent) make_private(b);
+    return;
+  }
+  const int64_t rows = l.recent_block_rows();
+  for (int64_t p = first; p < end; ++p) {
+    const int64_t r = p % ring;
+    if (p == first || r % rows == 0) make_private(t.recent[static_cast<size_t>(r / rows)]);
+  }
+}
+
+void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
+  BlockTable& t = mutable_table(seq);
+  const KvLayout& l = layout();
+  const int64_t bs = l.format.block_size;
+  if (layer < 0 || layer >= l.n_layers || pos < 0 || pos >= static_cast<int64_t>(t.blocks.size()) * bs) {
+    throw Error("KV cache: write of layer " + std::to_string(layer) + " position " + std::to_string(pos) +
+                " outside sequence " + std::to_string(seq) + "'s table");
+  }
+  const int32_t block = t.blocks[static_cast<size_t>(pos / bs)];
+  if (pool_.refcount(block) != 1) {
+    throw Error("KV cache: write into shared block " + std::to_string(block) + " (position " + std::to_string(pos) +
+                " of sequence " + std::to_string(seq) + " was not prepared)");
+  }
+  const int d = l.head_dim;
+  const int64_t row = pos % bs;
+  uint8_t* k_page = pool_.block_data(block) + l.k_page_offset(layer);
+  uint8_t* v_page = pool_.block_data(block) + l.v_page_offset(layer);
+  for (int h = 0; h < l.n_kv_heads; ++h) {
+    kernels::quantize_kv_row(l.format.k_type, k + static_cast<int64_t>(h) * d, d,
+                             k_page + (h * bs + row) * l.k_head_row_bytes());
+    kernels::quantize_kv_row(l.format.v_type, v + static_cast<int64_t>(h) * d, d,
+                             v_page + (h * bs + row) * l.v_head_row_bytes());
+  }
+  const int64_t ring = l.recent_ring_rows();
+  if (!l.has_recent() || pos < t.step_end - ring) return;
+  const int64_t rows = l.recent_block_rows();
+  const int64_t r = pos % ring;
+  const int32_t rb = t.recent.empty() ? -1 : t.recent[static_cast<size_t>(r / rows)];
+  if (rb < 0 || pool_.refcount(rb) != 1) {
+    throw Error("KV cache: write of position " + std::to_string(pos) + " of sequence " + std::to_string(seq) +
+                " into an unprepared f16 ring block");
+  }
+  uint8_t* base = pool_.block_data(rb);
+  const int64_t row_bytes = l.recent_head_row_bytes();
+  for (int h = 0; h < l.n_kv_heads; ++h) {
+    const int64_t at = (h * rows + r % rows) * row_bytes;
+    if (l.k_recent()) {
+      kernels::quantize_kv_row(kernels::KvType::F16, k + static_cast<int64_t>(h) * d, d,
+                               base + l.recent_k_page_offset(layer) + at);
+    }
+    if (l.v_recent()) {
+      kernels::quantize_kv_row(kernels::KvType::F16, v + static_cast<int64_t>(h) * d, d,
+                               base + l.recent_v_page_offset(layer) + at);
+    }
+  }
+}
+
+kernels::KvView KvCache::view(int32_t seq, int32_t layer) const {
+  const BlockTable& t = table(seq);
+  const KvLayout& l = layout();
+  kernels::KvView v;
+  kernels::KvPages& m = v.main;
+  m.k_base = pool_.data() + l.k_page_offset(layer);
+  m.v_base = pool_.data() + l.v_page_offset(layer);
+  m.block_stride = pool_.block_bytes();
+  m.block_table = t.blocks.data();
+  m.block_size = l.format.block_size;
+  m.k_type = l.format.k_type;
+  m.v_type = l.format.v_type;
+  m.k_row_bytes = static_cast<int32_t>(l.k_head_row_bytes());
+  m.v_row_bytes = static_cast<int32_t>(l.v_head_row_bytes());
+  if (!l.has_recent() || t.recent.empty()) return v;
+  kernels::KvPages& r = v.recent;
+  r.k_base = l.k_recent() ? pool_.data() + l.recent_k_page_offset(layer) : nullptr;
+  r.v_base = l.v_recent() ? pool_.data() + l.recent_v_page_offset(layer) : nullptr;
+  r.block_stride = pool_.block_bytes();
+  r.block_table = t.recent.data();
+  r.block_size = l.recent_block_rows();
+  r.ring_rows = l.recent_ring_rows();
+  r.k_type = r.v_type = kernels::KvType::F16;
+  r.k_row_bytes = r.v_row_bytes = static_cast<int32_t>(l.recent_head_row_bytes());
+  const int64_t length = std::max(t.n_tokens, t.step_end);
+  const int64_t begin = std::max({length - l.format.recent, t.recent_from, int64_t{0}});
+  if (l.k_recent()) v.k_recent_begin = begin;
+  if (l.v_recent()) v.v_recent_begin = begin;
+  return v;
+}
+
 void KvCache::set_length(int32_t seq, int64_t n_tokens) {
   BlockTable& t = mutable_table(seq);
-  const int64_t capacity = static_cast<int64_t>(t.blocks.size()) * pool_.layout().block_size;
-  if (n_tokens > capacity) {
+  const int64_t capacity = static_cast<int64_t>(t.blocks.size()) * layout().format.block_size;
+  if (n_tokens < 0 || n_tokens > capacity) {
     throw Error("KV cache: sequence " + std::to_string(seq) + " length " + std::to_string(n_tokens) +
-                " exceeds its reserved capacity " + std::to_string(capacity));
+                " outside its reserved capacity " + std::to_string(capacity));
+  }
+  const int64_t written_end = std::max(t.n_tokens, t.step_end);
+  if (n_tokens < written_end) {
+    // Ring rows hold positions [written_end - ring, written_end); later writes
+    // from n_tokens on overwrite those that age out, never ones still read.
+    t.recent_from = std::max(t.recent_from, written_end - layout().recent_ring_rows());
   }
   t.n_tokens = n_tokens;
+  t.step_end = n_tokens;
+}
+
+void KvCache::fork(int32_t src, int32_t dst) {
+  if (src == dst) throw Error("KV cache: fork of sequence " + std::to_string(src) + " into itself");
+  if (!table(dst).blocks.empty() || !table(dst).recent.empty()) {
+    throw Error("KV cache: fork into sequence " + std::to_string(dst) + ", which holds KV (free it first)");
+  }
+  const BlockTable source = table(src);  // copied: mutable_table(dst) may grow tables_
+  for (int32_t b : source.blocks) pool_.retain(b);
+  for (int32_t b : source.recent) pool_.retain(b);
+  BlockTable& t = mutable_table(dst);
+  t = source;
+  t.step_end = t.n_tokens;
 }
 
 void KvCache::free_sequence(int32_t seq) {
   BlockTable& t = mutable_table(seq);
   for (int32_t b : t.blocks) pool_.release(b);
-  t.blocks.clear();
-  t.n_tokens = 0;
+  for (int32_t b : t.recent) pool_.release(b);
+  t = BlockTable{};
+}
+
+void KvCache::check_invariants() const {
+  pool_.check_invariants();
+  std::vector<int32_t> refs(static_cast<size_t>(pool_.n_blocks()), 0);
+  const int64_t bs = layout().format.block_size;
+  for (size_t s = 0; s < tables_.size(); ++s) {
+    const BlockTable& t = tables_[s];
+    if (t.n_tokens > static_cast<int64_t>(t.blocks.size()) * bs) {
+      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " holds " + std::to_string(t.n_tokens) +
+                  " positions in " + std::to_string(t.blocks.size()) + " blocks");
+    }
+    if (!t.recent.empty() && static_cast<int32_t>(t.recent.size()) != layout().recent_blocks()) {
+      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " has a ring of " +
+                  std::to_string(t.recent.size()) + " blocks");
+    }
+    for (const auto* list : {&t.blocks, &t.recent}) {
+      for (int32_t b : *list) {
+        if (b < 0 || b >= pool_.n_blocks())
+          throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " names block " + std::to_string(b));
+        ++refs[static_cast<size_t>(b)];
+      }
+    }
+  }
+  for (int32_t b = 0; b < pool_.n_blocks(); ++b) {
+    if (refs[static_cast<size_t>(b)] != pool_.refcount(b)) {
+      throw Error("KV cache invariant broken: block " + std::to_string(b) + " has refcount " +
+                  std::to_string(pool_.refcount(b)) + " but " + std::to_string(refs[static_cast<size_t>(b)]) +
+                  " table entries");
+    }
+  }
 }
 
 }  // namespace tokamak::kv

@@ -1,35 +1,79 @@
 // Sequences' KV over one BlockPool: a BlockTable per sequence id, grown on
-// demand block by block, and freed as a whole.
+// demand block by block, shared by fork and copied on write, freed as a whole.
+//
+// A step of the forward pass: prepare_write() for each sequence it touches
+// (allocation and copy-on-write happen here, before any K/V is computed),
+// then write() the new rows layer by layer and read them back through view(),
+// then set_length() to commit.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kv/block_pool.h"
 
 namespace tokamak::kv {
 
+// The blocks of one sequence and how many positions hold KV.
+struct BlockTable {
+  std::vector<int32_t> blocks;  // position p lives in blocks[p / block_size]
+  int64_t n_tokens = 0;
+  // Mixed precision: the f16 ring (KvLayout::recent_blocks() blocks, or none
+  // yet); position p at ring row p % recent_ring_rows(). Rows of positions
+  // below recent_from are stale (the sequence was cut back past them).
+  std::vector<int32_t> recent;
+  int64_t recent_from = 0;
+  // The length the sequence has once the step being written commits.
+  int64_t step_end = 0;
+};
+
 class KvCache {
  public:
+  // Throws tokamak::Error like BlockPool's constructor.
   KvCache(const KvLayout& layout, int32_t n_blocks) : pool_(layout, n_blocks) {}
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
+  const KvLayout& layout() const { return pool_.layout(); }
 
   // Makes the sequence's table cover positions [0, n_positions), allocating
   // blocks as needed. Throws tokamak::Error when the pool runs out (blocks
   // allocated by this call stay with the sequence).
   void reserve(int32_t seq, int64_t n_positions);
-  // Records that positions [0, n_tokens) now hold KV.
+  // Readies positions [begin, end) for write(): reserves, replaces each shared
+  // block they touch (and each shared ring block) by a private copy, and
+  // records max(length, end) as the step's length. Throws like reserve().
+  void prepare_write(int32_t seq, int64_t begin, int64_t end);
+  // Stores one position's K and V of one layer ([n_kv_heads * head_dim] f32
+  // each), quantized to the layout's types, and into the f16 ring when the
+  // position is among the newest of the step. Throws tokamak::Error for a
+  // position outside the table or in a shared block (not prepared).
+  void write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v);
+  // Where attention finds layer `layer` of the sequence, for the step's length.
+  // Valid until the sequence's table changes.
+  kernels::KvView view(int32_t seq, int32_t layer) const;
+  // Records that positions [0, n_tokens) hold KV. Cutting a sequence back
+  // keeps its blocks; ring rows that later positions overwrote become stale.
   void set_length(int32_t seq, int64_t n_tokens);
+  // dst shares every block of src (refcounts + 1) and has its length; the
+  // partly filled last block (and the ring) is copied when either writes it.
+  // Throws tokamak::Error when dst holds blocks or the ids are equal.
+  void fork(int32_t src, int32_t dst);
   // Releases all blocks of the sequence.
   void free_sequence(int32_t seq);
   // The table of `seq` (empty for a sequence never seen).
   const BlockTable& table(int32_t seq) const;
   int64_t length(int32_t seq) const { return table(seq).n_tokens; }
 
+  // O(blocks + sequences) audit: the pool's invariants, and every block's
+  // refcount equals the number of table entries naming it. Throws tokamak::Error.
+  void check_invariants() const;
+
  private:
   BlockTable& mutable_table(int32_t seq);
+  // Replaces `block` by a private copy when it is shared.
+  void make_private(int32_t& block);
 
   BlockPool pool_;
   std::vector<BlockTable> tables_;  // indexed by sequence id

@@ -16,14 +16,50 @@ int32_t required_int(const io::GgufFile& f, const std::string& key) {
   return static_cast<int32_t>(*v);
 }
 
+// What each supported architecture fixes beyond its metadata.
+struct ArchitectureTraits {
+  std::string_view name;
+  kernels::RopeStyle rope_style;
+  bool qkv_bias;
+};
+constexpr ArchitectureTraits kArchitectures[] = {
+    {"llama", kernels::RopeStyle::Norm, false},
+    {"mistral", kernels::RopeStyle::Norm, false},
+    {"qwen2", kernels::RopeStyle::Neox, true},
+};
+
 }  // namespace
+
+kernels::RopeParams ModelConfig::rope_params() const {
+  kernels::RopeParams p;
+  p.style = rope_style;
+  p.n_dims = rope_dim;
+  p.freq_base = rope_freq_base;
+  if (rope_scaling != RopeScaling::None) p.freq_scale = 1.0f / rope_scaling_factor;
+  if (rope_scaling == RopeScaling::Yarn) {
+    p.ext_factor = 1.0f;
+    p.attn_factor = yarn_attn_factor;
+    p.beta_fast = yarn_beta_fast;
+    p.beta_slow = yarn_beta_slow;
+    p.n_ctx_orig = rope_n_ctx_orig > 0 ? rope_n_ctx_orig : n_ctx_train;
+  }
+  return p;
+}
 
 ModelConfig ModelConfig::from_gguf(const io::GgufFile& f) {
   ModelConfig c;
   const std::optional<std::string> arch = f.get_string("general.architecture");
   if (!arch) throw Error(f.name() + ": missing metadata key 'general.architecture'");
-  if (*arch != "llama") throw Error(f.name() + ": unsupported architecture '" + *arch + "' (supported: llama)");
+  const ArchitectureTraits* traits = nullptr;
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (t.name == *arch) traits = &t;
+  }
+  if (traits == nullptr) {
+    throw Error(f.name() + ": unsupported architecture '" + *arch + "' (supported: llama, mistral, qwen2)");
+  }
   c.architecture = *arch;
+  c.rope_style = traits->rope_style;
+  c.qkv_bias = traits->qkv_bias;
   const std::string p = *arch + ".";
   c.n_embd = required_int(f, p + "embedding_length");
   c.n_layers = required_int(f, p + "block_count");
@@ -39,6 +75,32 @@ ModelConfig ModelConfig::from_gguf(const io::GgufFile& f) {
   c.rope_dim = f.get_int(p + "rope.dimension_count") ? required_int(f, p + "rope.dimension_count") : c.head_dim;
   if (auto base = f.get_float(p + "rope.freq_base")) c.rope_freq_base = static_cast<float>(*base);
   if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
+  if (auto type = f.get_string(p + "rope.scaling.type")) {
+    if (*type == "linear") {
+      c.rope_scaling = RopeScaling::Linear;
+    } else if (*type == "yarn") {
+      c.rope_scaling = RopeScaling::Yarn;
+    } else if (*type != "none") {
+      throw Error(f.name() + ": unsupported " + p + "rope.scaling.type '" + *type + "' (supported: none, linear, yarn)");
+    }
+  }
+  if (c.rope_scaling != RopeScaling::None) {
+    // Older files give only the linear scale (rope.scale_linear).
+    auto factor = f.get_float(p + "rope.scaling.factor");
+    if (!factor) factor = f.get_float(p + "rope.scale_linear");
+    if (factor) c.rope_scaling_factor = static_cast<float>(*factor);
+    if (!(c.rope_scaling_factor >= 1.0f)) {
+      throw Error(f.name() + ": " + p + "rope.scaling.factor " + std::to_string(c.rope_scaling_factor) + " must be >= 1");
+    }
+  }
+  if (f.get_int(p + "rope.scaling.original_context_length")) {
+    c.rope_n_ctx_orig = required_int(f, p + "rope.scaling.original_context_length");
+  }
+  if (auto af = f.get_float(p + "rope.scaling.attn_factor")) c.yarn_attn_factor = static_cast<float>(*af);
+  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+  if (f.get_int(p + "attention.sliding_window")) c.sliding_window = required_int(f, p + "attention.sliding_window");
+  if (auto cap = f.get_float(p + "attn_logit_softcapping")) c.attn_logit_softcap = static_cast<float>(*cap);
+  if (auto cap = f.get_float(p + "final_logit_softcapping")) c.final_logit_softcap = static_cast<float>(*cap);
   const io::GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (embd == nullptr) throw Error(f.name() + ": missing tensor 'token_embd.weight'");
   c.n_vocab = static_cast<int32_t>(embd->ne[1]);

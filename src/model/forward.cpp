@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -8,9 +9,17 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
+#include "kernels/rope.h"
 
 namespace tokamak {
 namespace {
+
+// rows[t, i] += bias[i] for each of n rows of `width` values.
+void add_bias(float* rows, const float* bias, int64_t n, int64_t width) {
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < width; ++i) rows[t * width + i] += bias[i];
+  }
+}
 
 template <typename T>
 void ensure_size(std::vector<T>& v, int64_t n) {
@@ -19,16 +28,16 @@ void ensure_size(std::vector<T>& v, int64_t n) {
 
 }  // namespace
 
-kv::KvLayout kv_layout_for(const ModelConfig& c, int32_t block_size) {
+kv::KvLayout kv_layout_for(const ModelConfig& c, const kv::KvFormat& format) {
   kv::KvLayout l;
   l.n_layers = c.n_layers;
   l.n_kv_heads = c.n_kv_heads;
   l.head_dim = c.head_dim;
-  l.block_size = block_size;
+  l.format = format;
   return l;
 }
 
-void Forward::grow(int64_t n, int64_t n_out, int64_t max_keys) {
+void Forward::grow(int64_t n, int64_t n_out) {
   const ModelConfig& c = model_.config();
   ensure_size(x_, n * c.n_embd);
   ensure_size(xb_, n * c.n_embd);
@@ -41,8 +50,7 @@ void Forward::grow(int64_t n, int64_t n_out, int64_t max_keys) {
   ensure_size(up_, n * c.n_ff);
   ensure_size(out_in_, n_out * c.n_embd);
   ensure_size(logits_, n_out * c.n_vocab);
-  if (max_keys > max_keys_) max_keys_ = max_keys;
-  ensure_size(scores_, static_cast<int64_t>(pool_.size()) * max_keys_);
+  ensure_size(rope_cos_sin_, c.rope_dim);
 }
 
 void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
@@ -53,6 +61,7 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
   }
   const int32_t n_vocab = model_.config().n_vocab;
   new_lengths_.clear();
+  first_writes_.clear();
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = batch.tokens[static_cast<size_t>(i)];
     const int32_t pos = batch.positions[static_cast<size_t>(i)];
@@ -62,7 +71,10 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
                   std::to_string(n_vocab) + ")");
     }
     if (seq < 0 || seq > (1 << 20)) throw Error("batch entry " + std::to_string(i) + ": bad sequence id " + std::to_string(seq));
-    if (static_cast<size_t>(seq) >= new_lengths_.size()) new_lengths_.resize(static_cast<size_t>(seq) + 1, -1);
+    if (static_cast<size_t>(seq) >= new_lengths_.size()) {
+      new_lengths_.resize(static_cast<size_t>(seq) + 1, -1);
+      first_writes_.resize(static_cast<size_t>(seq) + 1, INT64_MAX);
+    }
     int64_t& len = new_lengths_[static_cast<size_t>(seq)];
     if (len < 0) len = kv.length(seq);
     if (pos < 0 || pos > len) {
@@ -70,41 +82,15 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
                   std::to_string(seq) + " leaves a gap (the sequence holds " + std::to_string(len) + " positions)");
     }
     len = std::max<int64_t>(len, pos + 1);
+    first_writes_[static_cast<size_t>(seq)] = std::min<int64_t>(first_writes_[static_cast<size_t>(seq)], pos);
   }
   for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
-    if (new_lengths_[seq] >= 0) kv.reserve(static_cast<int32_t>(seq), new_lengths_[seq]);
+    if (new_lengths_[seq] >= 0) kv.prepare_write(static_cast<int32_t>(seq), first_writes_[seq], new_lengths_[seq]);
   }
 }
 
 void Forward::attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer) {
-  const ModelConfig& c = model_.config();
-  const int64_t n = batch.size();
-  kv::BlockPool& pool = kv.pool();
-  const int32_t bs = pool.layout().block_size;
-  // Store this step's K/V rows where their positions live; keys are stored
-  // already rotated.
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t pos = batch.positions[static_cast<size_t>(t)];
-    const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
-    const int32_t block = table.blocks[static_cast<size_t>(pos / bs)];
-    const int64_t row = static_cast<int64_t>(pos % bs) * c.kv_dim();
-    std::copy_n(k_.data() + t * c.kv_dim(), c.kv_dim(), pool.k_page(block, layer) + row);
-    std::copy_n(v_.data() + t * c.kv_dim(), c.kv_dim(), pool.v_page(block, layer) + row);
-  }
-  // One task per (token, kv head): the query heads of a group share K/V rows.
-  const int group = c.n_heads / c.n_kv_heads;
-  pool_.parallel_for(n * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scores_.data() + static_cast<int64_t>(thread) * max_keys_;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / c.n_kv_heads;
-      const int kvh = static_cast<int>(task % c.n_kv_heads);
-      const kv::BlockTable& table = kv.table(batch.seq_ids[static_cast<size_t>(t)]);
-      const kernels::KvPages pages = pool.layer_pages(layer, table.blocks.data());
-      kernels::attention_ref(q_.data() + t * c.q_dim(), c.n_heads, c.n_kv_heads, c.head_dim, pages,
-                             batch.positions[static_cast<size_t>(t)] + 1, kvh * group, (kvh + 1) * group,
-                             att_.data() + t * c.q_dim(), scores);
-    }
-  });
+  attention_.run(batch, kv, layer, k_.data(), v_.data(), pool_);
 }
 
 std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
@@ -112,19 +98,22 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const int64_t n = batch.size();
-  int64_t n_out = 0, max_keys = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
-    max_keys = std::max<int64_t>(max_keys, batch.positions[static_cast<size_t>(t)] + 1);
-  }
-  grow(n, n_out, max_keys);
+  int64_t n_out = 0;
+  for (int64_t t = 0; t < n; ++t) n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
+  grow(n, n_out);
   if (n == 0) return {};
+  attention_.plan(c, batch, q_.data(), att_.data(), pool_.size());
 
   const int64_t d = c.n_embd;
   for (int64_t t = 0; t < n; ++t) {
     kernels::dequantize_row(w.token_embd.type, w.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
                             x_.data() + t * d, d);
   }
+  if (c.embedding_scale != 1.0f) {
+    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] *= c.embedding_scale;
+  }
+  kernels::RopeParams rope = c.rope_params();
+  if (c.rope_freq_factors) rope.freq_factors = w.rope_freqs.f32();
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // Attention sub-block.
@@ -134,10 +123,15 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     kernels::matmul(lw.wq, xb_.data(), n, q_.data(), pool_);
     kernels::matmul(lw.wk, xb_.data(), n, k_.data(), pool_);
     kernels::matmul(lw.wv, xb_.data(), n, v_.data(), pool_);
+    if (c.qkv_bias) {
+      add_bias(q_.data(), lw.bq.f32(), n, c.q_dim());
+      add_bias(k_.data(), lw.bk.f32(), n, c.kv_dim());
+      add_bias(v_.data(), lw.bv.f32(), n, c.kv_dim());
+    }
     for (int64_t t = 0; t < n; ++t) {
-      const int32_t pos = batch.positions[static_cast<size_t>(t)];
-      kernels::rope_norm(q_.data() + t * c.q_dim(), c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
-      kernels::rope_norm(k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_freq_base);
+      kernels::rope_cache(rope, batch.positions[static_cast<size_t>(t)], rope_cos_sin_.data());
+      kernels::rope_apply(rope, rope_cos_sin_.data(), q_.data() + t * c.q_dim(), c.n_heads, c.head_dim);
+      kernels::rope_apply(rope, rope_cos_sin_.data(), k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim);
     }
     attention_layer(batch, kv, l);
     kernels::matmul(lw.wo, att_.data(), n, proj_.data(), pool_);
@@ -160,6 +154,12 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
     ++o;
   }
   kernels::matmul(w.output, out_in_.data(), n_out, logits_.data(), pool_);
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    for (int64_t i = 0; i < n_out * c.n_vocab; ++i) {
+      logits_[static_cast<size_t>(i)] = cap * std::tanh(logits_[static_cast<size_t>(i)] / cap);
+    }
+  }
   for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
     if (new_lengths_[seq] >= 0) kv.set_length(static_cast<int32_t>(seq), new_lengths_[seq]);
   }

@@ -9,11 +9,12 @@
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "model/paged_attention.h"
 
 namespace tokamak {
 
-// The KV layout a model needs.
-kv::KvLayout kv_layout_for(const ModelConfig& config, int32_t block_size);
+// The KV layout a model needs, stored as `format` says.
+kv::KvLayout kv_layout_for(const ModelConfig& config, const kv::KvFormat& format = {});
 
 // Scratch buffers and the thread pool for running a Model. Buffers grow to the
 // largest batch seen and are then reused, so a decode loop allocates nothing.
@@ -31,7 +32,7 @@ class Forward {
  private:
   void validate_and_reserve(const Batch& batch, kv::KvCache& kv);
   void attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer);
-  void grow(int64_t n_tokens, int64_t n_out, int64_t max_keys);
+  void grow(int64_t n_tokens, int64_t n_out);
 
   const Model& model_;
   ThreadPool& pool_;
@@ -47,9 +48,10 @@ class Forward {
   std::vector<float> up_;      // [n, n_ff]
   std::vector<float> out_in_;  // [n_out, n_embd] final-normed rows that want logits
   std::vector<float> logits_;  // [n_out, n_vocab]
-  std::vector<float> scores_;  // [threads, max_keys] attention scratch
-  int64_t max_keys_ = 0;
+  std::vector<float> rope_cos_sin_;  // [rope_dim] cos/sin of one position's angles
+  PagedAttention attention_;
   std::vector<int64_t> new_lengths_;  // per sequence id touched by the batch
+  std::vector<int64_t> first_writes_;  // per sequence id: lowest position the batch writes
 };
 
 }  // namespace tokamak

@@ -36,6 +36,7 @@ void check_weights(const std::string& source, const ModelConfig& c, const ModelW
   check_weight(source, "token_embd.weight", w.token_embd, c.n_embd, c.n_vocab, false);
   check_weight(source, "output_norm.weight", w.output_norm, c.n_embd, 1, true);
   check_weight(source, "output.weight", w.output, c.n_embd, c.n_vocab, false);
+  if (c.rope_freq_factors) check_weight(source, "rope_freqs.weight", w.rope_freqs, c.rope_dim / 2, 1, true);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -44,6 +45,11 @@ void check_weights(const std::string& source, const ModelConfig& c, const ModelW
     check_weight(source, p + "attn_k.weight", l.wk, c.n_embd, c.kv_dim(), false);
     check_weight(source, p + "attn_v.weight", l.wv, c.n_embd, c.kv_dim(), false);
     check_weight(source, p + "attn_output.weight", l.wo, c.q_dim(), c.n_embd, false);
+    if (c.qkv_bias) {
+      check_weight(source, p + "attn_q.bias", l.bq, c.q_dim(), 1, true);
+      check_weight(source, p + "attn_k.bias", l.bk, c.kv_dim(), 1, true);
+      check_weight(source, p + "attn_v.bias", l.bv, c.kv_dim(), 1, true);
+    }
     check_weight(source, p + "ffn_norm.weight", l.ffn_norm, c.n_embd, 1, true);
     check_weight(source, p + "ffn_gate.weight", l.ffn_gate, c.n_embd, c.n_ff, false);
     check_weight(source, p + "ffn_up.weight", l.ffn_up, c.n_embd, c.n_ff, false);
@@ -80,6 +86,7 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {
   w.token_embd = tensor("token_embd.weight");
   w.output_norm = tensor("output_norm.weight");
   w.output = m.config_.tied_output ? w.token_embd : tensor("output.weight");
+  if (m.config_.rope_freq_factors) w.rope_freqs = tensor("rope_freqs.weight");
   w.layers.resize(static_cast<size_t>(m.config_.n_layers));
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -89,6 +96,11 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {
     l.wk = tensor(p + "attn_k.weight");
     l.wv = tensor(p + "attn_v.weight");
     l.wo = tensor(p + "attn_output.weight");
+    if (m.config_.qkv_bias) {
+      l.bq = tensor(p + "attn_q.bias");
+      l.bk = tensor(p + "attn_k.bias");
+      l.bv = tensor(p + "attn_v.bias");
+    }
     l.ffn_norm = tensor(p + "ffn_norm.weight");
     l.ffn_gate = tensor(p + "ffn_gate.weight");
     l.ffn_up = tensor(p + "ffn_up.weight");
@@ -108,7 +120,17 @@ Model Model::from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> ck) {
   w.output_norm = ck->rms_final;
   w.output = ck->wcls;
   for (const io::Llama2cLayer& src : ck->layers) {
-    w.layers.push_back({src.rms_att, src.wq, src.wk, src.wv, src.wo, src.rms_ffn, src.w1, src.w3, src.w2});
+    LayerWeights l;
+    l.attn_norm = src.rms_att;
+    l.wq = src.wq;
+    l.wk = src.wk;
+    l.wv = src.wv;
+    l.wo = src.wo;
+    l.ffn_norm = src.rms_ffn;
+    l.ffn_gate = src.w1;
+    l.ffn_up = src.w3;
+    l.ffn_down = src.w2;
+    w.layers.push_back(l);
   }
   check_weights("llama2.c checkpoint", m.config_, w);
   m.llama2c_ = std::move(ck);

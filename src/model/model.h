@@ -25,6 +25,7 @@ struct LayerWeights {
   TensorView wk;         // [n_embd, kv_dim]
   TensorView wv;         // [n_embd, kv_dim]
   TensorView wo;         // [q_dim, n_embd]
+  TensorView bq, bk, bv; // [q_dim], [kv_dim], [kv_dim] f32 when config.qkv_bias
   TensorView ffn_norm;   // [n_embd] f32
   TensorView ffn_gate;   // [n_embd, n_ff]  (w1)
   TensorView ffn_up;     // [n_embd, n_ff]  (w3)
@@ -35,6 +36,7 @@ struct ModelWeights {
   TensorView token_embd;   // [n_embd, n_vocab]
   TensorView output_norm;  // [n_embd] f32
   TensorView output;       // [n_embd, n_vocab]; token_embd when tied
+  TensorView rope_freqs;   // [rope_dim / 2] f32 when config.rope_freq_factors
   std::vector<LayerWeights> layers;
 };
 

@@ -114,11 +114,13 @@ std::unique_ptr<Sampler> SamplerChain::clone() const { return std::make_unique<S
 std::unique_ptr<Sampler> make_sampler(const SamplingParams& p, int32_t n_vocab) {
   validate(p, n_vocab);
   auto chain = std::make_unique<SamplerChain>(n_vocab);
+  // Bias first, as llama.cpp's common sampling chain has it: the repetition
+  // penalty then sees the biased logit (its rule depends on the sign).
+  if (!p.logit_bias.empty()) chain->add(make_logit_bias(n_vocab, p.logit_bias));
   const bool penalized = p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
   if (penalized && p.repeat_last_n != 0) {
     chain->add(make_penalties(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty));
   }
-  if (!p.logit_bias.empty()) chain->add(make_logit_bias(n_vocab, p.logit_bias));
 
   if (p.rng == SamplingParams::Rng::Llama2c) {
     // run.c takes a seed of 0 to mean "seed from the clock" (a zero xorshift state never moves).

@@ -3,7 +3,7 @@
 // chain of samplers is itself a sampler. make_sampler() builds a request's chain
 // from its SamplingParams.
 //
-//   logits row [n_vocab] -> Candidates -> penalties, bias, top-k, typical, top-p,
+//   logits row [n_vocab] -> Candidates -> bias, penalties, top-k, typical, top-p,
 //   min-p, temperature -> dist (or greedy, or llama2.c's procedure) -> token id
 #pragma once
 
@@ -115,9 +115,9 @@ class SamplerChain final : public Sampler {
   std::vector<std::unique_ptr<Sampler>> samplers_;
 };
 
-// Validates params and builds the request's chain: llama.cpp's default order
-// (penalties, logit bias, top-k, typical, top-p, min-p, temperature, dist),
-// greedy (after penalties and bias) when temperature <= 0, or penalties, bias
+// Validates params and builds the request's chain in llama.cpp's common order
+// (logit bias, penalties, top-k, typical, top-p, min-p, temperature, dist),
+// greedy (after bias and penalties) when temperature <= 0, or bias, penalties
 // and llama2.c's procedure for Rng::Llama2c. Neutral stages are left out.
 // The seed is resolved here when it is kRandomSeed.
 std::unique_ptr<Sampler> make_sampler(const SamplingParams& params, int32_t n_vocab);

@@ -50,6 +50,10 @@ std::string read_text_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+std::filesystem::path temp_file(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("tokamak_" + std::to_string(::getpid()) + "_" + name);
+}
+
 CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                           const std::string& stdin_text) {
   int in_pipe[2], out_pipe[2], err_pipe[2];

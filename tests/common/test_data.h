@@ -14,7 +14,9 @@ std::filesystem::path test_data(const std::string& relative);
 // The tokamak executable: $TOKAMAK_BIN, else the one this build made.
 std::filesystem::path tokamak_bin();
 std::vector<float> read_f32_file(const std::filesystem::path& path);
-std::string read_text_file(const std::filesystem::path& path);
+std::string read_text_file(const std::filesystem::path& path);  // any bytes, read as they are
+// temp_directory_path() / "tokamak_<pid>_<name>": distinct per test process.
+std::filesystem::path temp_file(const std::string& name);
 
 struct CommandResult {
   int exit_code = -1;

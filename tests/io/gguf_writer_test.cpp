@@ -297,6 +297,76 @@ TEST(GgufWriter, RejectsBadInput) {
   EXPECT_NE(error_of([&] { (void)a.to_bytes(); }).find("general.alignment"), std::string::npos);
 }
 
+// Declared tensors are produced while the file is written; the file equals
+// the one built from the same bytes in memory.
+TEST(GgufWriter, StreamedTensorsEqualInMemoryOnes) {
+  const Bytes a = pattern(row_bytes(DType::Q4_0, 64) * 3, 3);
+  const Bytes b = pattern(row_bytes(DType::F32, 5), 4);  // 20 bytes: padding follows
+  const Bytes c = pattern(row_bytes(DType::Q8_0, 32) * 2, 5);
+  GgufWriter memory;
+  GgufWriter streamed;
+  for (GgufWriter* w : {&memory, &streamed}) {
+    w->set_string("general.architecture", "llama");
+    w->set_u32("general.file_type", 2);
+    w->set_u32("general.quantization_version", 1);
+  }
+  memory.add_tensor("a", DType::Q4_0, {64, 3}, a);
+  memory.add_tensor("b", DType::F32, {5}, b);
+  memory.add_tensor("c", DType::Q8_0, {32, 2}, c);
+  streamed.declare_tensor("a", DType::Q4_0, {64, 3});
+  streamed.add_tensor("b", DType::F32, {5}, b);  // mixed: this one carries its bytes
+  streamed.declare_tensor("c", DType::Q8_0, {32, 2});
+  EXPECT_EQ(streamed.n_tensors(), 3u);
+  EXPECT_EQ(streamed.data_bytes(), 128u + 32u + 96u);  // 108, 20 and 68 bytes, each padded to 32
+  EXPECT_THROW((void)streamed.to_bytes(), Error);  // declared data is not in memory
+
+  const auto path = std::filesystem::temp_directory_path() / ("tokamak_gguf_stream_" + std::to_string(::getpid()) + ".gguf");
+  std::vector<size_t> asked;
+  streamed.write(path, [&](size_t index, std::span<std::byte> out) {
+    asked.push_back(index);
+    const Bytes& src = index == 0 ? a : c;
+    ASSERT_EQ(out.size(), src.size());
+    std::memcpy(out.data(), src.data(), src.size());
+  });
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 2}));
+  EXPECT_TRUE(read_file(path) == memory.to_bytes());
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".part"));
+  std::filesystem::remove(path);
+}
+
+// A fill that throws leaves neither the output nor the partial file, and an
+// existing file at the path is kept.
+TEST(GgufWriter, FailedStreamLeavesNoFile) {
+  const auto path = std::filesystem::temp_directory_path() / ("tokamak_gguf_fail_" + std::to_string(::getpid()) + ".gguf");
+  GgufWriter w;
+  w.declare_tensor("a", DType::F32, {8});
+  EXPECT_THROW(w.write(path, [](size_t, std::span<std::byte>) { throw Error("boom"); }), Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".part"));
+  { std::ofstream(path) << "keep"; }
+  EXPECT_THROW(w.write(path, [](size_t, std::span<std::byte>) { throw Error("boom"); }), Error);
+  EXPECT_EQ(std::filesystem::file_size(path), 4u);
+  EXPECT_THROW(w.write(path), Error);  // without a fill, declared tensors have no bytes
+  std::filesystem::remove(path);
+}
+
+// remove() drops a key; set() then appends it at the end (llama-quantize's order).
+TEST(GgufWriter, RemoveThenSetMovesKeyToEnd) {
+  GgufWriter w;
+  w.set_u32("a", 1);
+  w.set_u32("general.file_type", 0);
+  w.set_u32("b", 2);
+  w.remove("general.file_type");
+  w.remove("absent");
+  w.set_u32("general.file_type", 7);
+  const Bytes bytes = w.to_bytes();
+  const GgufFile f = GgufFile::parse(bytes, "mem");
+  ASSERT_EQ(f.metadata().size(), 3u);
+  EXPECT_EQ(f.metadata()[1].key, "b");
+  EXPECT_EQ(f.metadata()[2].key, "general.file_type");
+  EXPECT_EQ(f.get_int("general.file_type"), 7);
+}
+
 // Vocabularies of 100k+ strings must parse quickly (one allocation per string).
 TEST(GgufWriter, LargeVocabularyParsesQuickly) {
   std::vector<std::string> vocab(200000);

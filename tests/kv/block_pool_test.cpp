@@ -1,20 +1,71 @@
+// The KV cache's state machine on its own: exact block ids, refcounts,
+// copy-on-write, fork, free, byte accounting and the memory budget.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_memory.h"
 
 namespace tokamak::kv {
 namespace {
 
-KvLayout small_layout(int32_t block_size = 4) {
+using kernels::KvType;
+
+KvLayout small_layout(int32_t block_size = 4, KvType k = KvType::F32, KvType v = KvType::F32, int32_t recent = 0) {
   KvLayout l;
   l.n_layers = 2;
   l.n_kv_heads = 2;
-  l.head_dim = 3;
-  l.block_size = block_size;
+  l.head_dim = 4;
+  l.format.block_size = block_size;
+  l.format.k_type = k;
+  l.format.v_type = v;
+  l.format.recent = recent;
   return l;
+}
+
+// Rows of a distinct value per (position, layer, K/V, element), so a row read
+// back names where it came from.
+std::vector<float> row_values(const KvLayout& l, int64_t pos, int32_t layer, bool keys, int salt = 0) {
+  std::vector<float> r(static_cast<size_t>(l.n_kv_heads * l.head_dim));
+  for (size_t i = 0; i < r.size(); ++i) {
+    r[i] = static_cast<float>(pos * 1000 + layer * 100 + (keys ? 0 : 50) + static_cast<int64_t>(i) + salt);
+  }
+  return r;
+}
+
+void write_positions(KvCache& kv, int32_t seq, int64_t begin, int64_t end, int salt = 0) {
+  const KvLayout& l = kv.layout();
+  kv.prepare_write(seq, begin, end);
+  for (int32_t layer = 0; layer < l.n_layers; ++layer) {
+    for (int64_t p = begin; p < end; ++p) {
+      kv.write(seq, layer, p, row_values(l, p, layer, true, salt).data(), row_values(l, p, layer, false, salt).data());
+    }
+  }
+  kv.set_length(seq, std::max(kv.length(seq), end));
+}
+
+// K row of kv head `head` at `pos` as attention sees it.
+std::vector<float> read_k(const KvCache& kv, int32_t seq, int32_t layer, int64_t pos, int head) {
+  const kernels::KvView view = kv.view(seq, layer);
+  const kernels::KvPages& pages = pos >= view.k_recent_begin ? view.recent : view.main;
+  std::vector<float> out(static_cast<size_t>(kv.layout().head_dim));
+  kernels::dequantize_kv_row(pages.k_type, pages.k_row(pos, head), kv.layout().head_dim, out.data());
+  return out;
+}
+
+std::vector<float> expected_k(const KvLayout& l, int64_t pos, int32_t layer, int head, int salt = 0) {
+  const std::vector<float> row = row_values(l, pos, layer, true, salt);
+  return {row.begin() + head * l.head_dim, row.begin() + (head + 1) * l.head_dim};
+}
+
+std::vector<float> f16_rounded(std::vector<float> x) {
+  for (float& v : x) v = fp16_to_fp32(fp32_to_fp16(v));
+  return x;
 }
 
 TEST(BlockPool, HandsOutLowestIdsFirstAndRecyclesFreedOnes) {
@@ -23,11 +74,13 @@ TEST(BlockPool, HandsOutLowestIdsFirstAndRecyclesFreedOnes) {
   EXPECT_EQ(pool.allocate(), 0);
   EXPECT_EQ(pool.allocate(), 1);
   EXPECT_EQ(pool.refcount(1), 1);
+  EXPECT_EQ(pool.n_used(), 2);
   pool.release(0);
   EXPECT_EQ(pool.refcount(0), 0);
   EXPECT_EQ(pool.allocate(), 0);
   EXPECT_EQ(pool.allocate(), 2);
   EXPECT_THROW(pool.allocate(), Error);
+  pool.check_invariants();
 }
 
 TEST(BlockPool, RefcountsKeepSharedBlocksAlive) {
@@ -42,20 +95,87 @@ TEST(BlockPool, RefcountsKeepSharedBlocksAlive) {
   EXPECT_THROW(pool.release(b), Error);
   EXPECT_THROW(pool.retain(b), Error);
   EXPECT_THROW(pool.retain(7), Error);
+  EXPECT_THROW(pool.copy(b), Error);
+  pool.check_invariants();
 }
 
-TEST(BlockPool, PagesOfDifferentBlocksAndLayersDoNotOverlap) {
-  const KvLayout layout = small_layout();
-  BlockPool pool(layout, 3);
-  const int64_t page = layout.page_floats();
-  EXPECT_EQ(pool.v_page(0, 0) - pool.k_page(0, 0), page);
-  EXPECT_EQ(pool.k_page(0, 1) - pool.k_page(0, 0), 2 * page);
-  EXPECT_EQ(pool.k_page(1, 0) - pool.k_page(0, 0), 2 * layout.n_layers * page);
-  // The kernel view addresses the same memory through the block table.
-  const int32_t table[] = {2, 0};
-  const kernels::KvPages view = pool.layer_pages(1, table);
-  EXPECT_EQ(view.k_row(0), pool.k_page(2, 1));
-  EXPECT_EQ(view.v_row(5), pool.v_page(0, 1) + 1 * layout.row_floats());
+TEST(BlockPool, CopyDuplicatesEveryByteOfTheBlock) {
+  BlockPool pool(small_layout(), 3);
+  const int32_t a = pool.allocate();
+  for (int64_t i = 0; i < pool.block_bytes(); ++i) pool.block_data(a)[i] = static_cast<uint8_t>(i * 7 + 3);
+  const int32_t b = pool.copy(a);
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(pool.refcount(a), 1);
+  EXPECT_EQ(pool.refcount(b), 1);
+  EXPECT_EQ(std::memcmp(pool.block_data(a), pool.block_data(b), static_cast<size_t>(pool.block_bytes())), 0);
+  EXPECT_EQ(pool.block_data(b) - pool.block_data(a), pool.block_bytes());
+}
+
+TEST(KvLayout, BytesPerTokenAreExact) {
+  KvLayout l;
+  l.n_layers = 3;
+  l.n_kv_heads = 4;
+  l.head_dim = 64;
+  const struct {
+    KvType k, v;
+    int64_t bytes;
+  } cases[] = {
+      {KvType::F32, KvType::F32, 2 * 3 * 4 * 64 * 4},
+      {KvType::F16, KvType::F16, 2 * 3 * 4 * 64 * 2},
+      {KvType::BF16, KvType::BF16, 2 * 3 * 4 * 64 * 2},
+      {KvType::Q8, KvType::Q8, 2 * 3 * 4 * (64 + 4)},      // int8 + f32 scale per token and head
+      {KvType::Q4, KvType::Q4, 2 * 3 * 4 * (32 + 2 * 2)},  // nibbles + f16 scale per 32
+      {KvType::Q8, KvType::Q4, 3 * 4 * ((64 + 4) + (32 + 4))},
+  };
+  for (const auto& c : cases) {
+    l.format.k_type = c.k;
+    l.format.v_type = c.v;
+    l.format.block_size = 16;
+    l.validate();
+    EXPECT_EQ(l.bytes_per_token(), c.bytes) << kernels::kv_type_name(c.k) << "/" << kernels::kv_type_name(c.v);
+    EXPECT_EQ(l.block_bytes(), 16 * c.bytes);
+    // Pages tile the block exactly: layer l's V page ends where layer l+1's K page starts.
+    EXPECT_EQ(l.v_page_offset(2) + l.v_page_bytes(), l.block_bytes());
+    EXPECT_EQ(l.v_page_offset(0) + l.v_page_bytes(), l.k_page_offset(1));
+  }
+}
+
+TEST(KvLayout, RejectsWhatItCannotStore) {
+  KvLayout l = small_layout();
+  l.head_dim = 0;
+  EXPECT_THROW(l.validate(), Error);
+  l = small_layout(4, KvType::Q4, KvType::F16);
+  l.head_dim = 48;  // q4 groups of 32 do not tile 48
+  EXPECT_THROW(l.validate(), Error);
+  l.head_dim = 3;  // odd: nibbles come in pairs
+  EXPECT_THROW(l.validate(), Error);
+  EXPECT_THROW(small_layout(4, KvType::F16, KvType::F16, 8).validate(), Error);  // window needs a quantized type
+  EXPECT_THROW(small_layout(1, KvType::Q4, KvType::Q4, 8).validate(), Error);    // one q4 row < one f16 row
+  EXPECT_THROW(small_layout(0).validate(), Error);
+  EXPECT_THROW(BlockPool(small_layout(), 0), Error);
+  small_layout(4, KvType::Q8, KvType::Q4, 8).validate();
+}
+
+TEST(KvMemory, ParsesSizesAndPercentages) {
+  EXPECT_EQ(parse_kv_memory("1073741824").bytes, 1073741824);
+  EXPECT_EQ(parse_kv_memory("512M").bytes, 512LL << 20);
+  EXPECT_EQ(parse_kv_memory("4G").bytes, 4LL << 30);
+  EXPECT_EQ(parse_kv_memory("4GiB").bytes, 4LL << 30);
+  EXPECT_EQ(parse_kv_memory("1.5k").bytes, 1536);
+  EXPECT_DOUBLE_EQ(parse_kv_memory("80%").fraction, 0.8);
+  for (const char* bad : {"", "G", "-1G", "4X", "0", "0%", "120%", "1.2.3M", "%", "4 G"}) {
+    EXPECT_THROW(parse_kv_memory(bad), Error) << bad;
+  }
+  EXPECT_GT(available_memory_bytes(), 0);
+  EXPECT_GT(resolve_kv_memory(parse_kv_memory("1%")), 0);
+}
+
+TEST(KvMemory, BudgetIsWholeBlocks) {
+  const KvLayout l = small_layout(4);  // 4 * 2 * 2 * 2 * 4 * 4 bytes = 512 per block
+  EXPECT_EQ(l.block_bytes(), 512);
+  EXPECT_EQ(blocks_for_bytes(l, 512), 1);
+  EXPECT_EQ(blocks_for_bytes(l, 512 * 10 + 511), 10);
+  EXPECT_THROW(blocks_for_bytes(l, 511), Error);
 }
 
 TEST(KvCache, GrowsBlockByBlockAndFreesWholeSequences) {
@@ -74,33 +194,179 @@ TEST(KvCache, GrowsBlockByBlockAndFreesWholeSequences) {
   kv.free_sequence(1);
   EXPECT_EQ(kv.pool().n_free(), 2);
   EXPECT_TRUE(kv.table(1).blocks.empty());
+  kv.check_invariants();
 }
 
-TEST(KvCache, RandomReserveAndFreeEndsWithEveryBlockFree) {
-  KvCache kv(small_layout(4), 64);
-  std::mt19937 rng(7);
-  std::vector<int64_t> lengths(8, 0);
-  for (int step = 0; step < 2000; ++step) {
-    const int32_t seq = static_cast<int32_t>(rng() % lengths.size());
-    if (rng() % 4 == 0) {
-      kv.free_sequence(seq);
-      lengths[static_cast<size_t>(seq)] = 0;
-      continue;
+TEST(KvCache, WrittenRowsReadBackThroughTheViewInEveryType) {
+  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8, KvType::Q4}) {
+    KvCache kv(small_layout(4, t, t), 8);
+    write_positions(kv, 3, 0, 10);
+    for (int32_t layer = 0; layer < 2; ++layer) {
+      for (int64_t p = 0; p < 10; ++p) {
+        for (int h = 0; h < 2; ++h) {
+          std::vector<float> stored(16), want(4);
+          kernels::quantize_kv_row(t, expected_k(kv.layout(), p, layer, h).data(), 4, stored.data());
+          kernels::dequantize_kv_row(t, stored.data(), 4, want.data());
+          EXPECT_EQ(read_k(kv, 3, layer, p, h), want) << kernels::kv_type_name(t) << " pos " << p;
+        }
+      }
     }
-    const int64_t want = lengths[static_cast<size_t>(seq)] + static_cast<int64_t>(rng() % 9);
-    try {
-      kv.reserve(seq, want);
-      lengths[static_cast<size_t>(seq)] = want;
-    } catch (const Error&) {
-      kv.free_sequence(seq);
-      lengths[static_cast<size_t>(seq)] = 0;
-    }
-    int64_t used = 0;
-    for (size_t s = 0; s < lengths.size(); ++s) used += static_cast<int64_t>(kv.table(static_cast<int32_t>(s)).blocks.size());
-    ASSERT_EQ(used + kv.pool().n_free(), kv.pool().n_blocks());
   }
-  for (size_t s = 0; s < lengths.size(); ++s) kv.free_sequence(static_cast<int32_t>(s));
-  EXPECT_EQ(kv.pool().n_free(), 64);
+}
+
+TEST(KvCache, ForkSharesBlocksAndCopiesThePartlyFilledLastBlockOnWrite) {
+  KvCache kv(small_layout(4), 8);
+  write_positions(kv, 0, 0, 6);  // blocks 0 (full) and 1 (2 of 4 rows)
+  kv.fork(0, 1);
+  EXPECT_EQ(kv.table(1).blocks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(kv.length(1), 6);
+  EXPECT_EQ(kv.pool().refcount(0), 2);
+  EXPECT_EQ(kv.pool().refcount(1), 2);
+  kv.check_invariants();
+  // The child appends: its last block is copied to the lowest free id; the full block stays shared.
+  write_positions(kv, 1, 6, 7, /*salt=*/7);
+  EXPECT_EQ(kv.table(1).blocks, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(kv.table(0).blocks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(kv.pool().refcount(0), 2);
+  EXPECT_EQ(kv.pool().refcount(1), 1);
+  EXPECT_EQ(kv.pool().refcount(2), 1);
+  EXPECT_EQ(read_k(kv, 1, 1, 5, 1), expected_k(kv.layout(), 5, 1, 1));  // copied rows
+  EXPECT_EQ(read_k(kv, 1, 1, 6, 1), expected_k(kv.layout(), 6, 1, 1, 7));
+  // The parent appends into its own block 1, now private: no copy.
+  write_positions(kv, 0, 6, 7);
+  EXPECT_EQ(kv.table(0).blocks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(read_k(kv, 0, 0, 6, 0), expected_k(kv.layout(), 6, 0, 0));
+  EXPECT_EQ(read_k(kv, 1, 0, 6, 0), expected_k(kv.layout(), 6, 0, 0, 7));
+  // Rewriting a shared full block copies it too.
+  write_positions(kv, 1, 2, 3, /*salt=*/9);
+  EXPECT_EQ(kv.table(1).blocks, (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(kv.pool().refcount(0), 1);
+  EXPECT_EQ(read_k(kv, 0, 0, 2, 0), expected_k(kv.layout(), 2, 0, 0));
+  kv.check_invariants();
+  kv.free_sequence(0);
+  EXPECT_EQ(kv.pool().refcount(0), 0);
+  EXPECT_EQ(kv.pool().refcount(1), 0);
+  kv.free_sequence(1);
+  EXPECT_EQ(kv.pool().n_free(), 8);
+  kv.check_invariants();
+}
+
+TEST(KvCache, RejectsBadForksAndUnpreparedWrites) {
+  KvCache kv(small_layout(4), 4);
+  write_positions(kv, 0, 0, 2);
+  EXPECT_THROW(kv.fork(0, 0), Error);
+  write_positions(kv, 1, 0, 1);
+  EXPECT_THROW(kv.fork(0, 1), Error);
+  kv.fork(0, 2);
+  const std::vector<float> row(8, 1.0f);
+  EXPECT_THROW(kv.write(2, 0, 1, row.data(), row.data()), Error);  // shared block, not prepared
+  EXPECT_THROW(kv.write(0, 0, 4, row.data(), row.data()), Error);  // outside the table
+  EXPECT_THROW(kv.write(0, 2, 0, row.data(), row.data()), Error);  // no layer 2
+  EXPECT_THROW(kv.prepare_write(0, 3, 2), Error);
+  kv.check_invariants();
+}
+
+TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
+  // q8 blocks of 4; ring blocks hold floor(block bytes / f16 bytes per token) rows.
+  const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);
+  EXPECT_EQ(layout.recent_block_rows(), 4 * (4 + 4) / 8);  // = 4
+  EXPECT_EQ(layout.recent_blocks(), 2);
+  EXPECT_EQ(layout.recent_ring_rows(), 8);
+  KvCache kv(layout, 32);
+  write_positions(kv, 0, 0, 3);
+  EXPECT_EQ(kv.table(0).blocks, (std::vector<int32_t>{0}));
+  EXPECT_EQ(kv.table(0).recent, (std::vector<int32_t>{1, 2}));
+  for (int64_t n = 3; n < 30; ++n) {
+    const kernels::KvView view = kv.view(0, 1);
+    EXPECT_EQ(view.k_recent_begin, std::max<int64_t>(0, n - 5));
+    EXPECT_EQ(view.v_recent_begin, view.k_recent_begin);
+    for (int64_t p = 0; p < n; ++p) {
+      const std::vector<float> want = f16_rounded(expected_k(layout, p, 1, 1));
+      const std::vector<float> got = read_k(kv, 0, 1, p, 1);
+      if (p >= n - 5) {
+        EXPECT_EQ(got, want) << "pos " << p << " of " << n;
+      } else {
+        for (int i = 0; i < 4; ++i)
+          EXPECT_NEAR(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)], want[3] / 127.0f * 0.51f);
+      }
+    }
+    write_positions(kv, 0, n, n + 1);
+  }
+  // A prefill longer than the ring writes only its newest rows there.
+  write_positions(kv, 1, 0, 23);
+  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 18);
+  for (int64_t p = 18; p < 23; ++p) EXPECT_EQ(read_k(kv, 1, 0, p, 0), f16_rounded(expected_k(layout, p, 0, 0)));
+  // Cutting back: positions the ring lost since read from the q8 blocks.
+  kv.set_length(1, 17);
+  EXPECT_EQ(kv.table(1).recent_from, 15);
+  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 15);
+  for (int64_t p = 15; p < 17; ++p) EXPECT_EQ(read_k(kv, 1, 0, p, 0), f16_rounded(expected_k(layout, p, 0, 0)));
+  write_positions(kv, 1, 17, 19, /*salt=*/3);
+  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 15);
+  EXPECT_EQ(read_k(kv, 1, 0, 18, 0), f16_rounded(expected_k(layout, 18, 0, 0, 3)));
+  // Fork shares the ring; the first write copies only the ring block it touches.
+  kv.fork(1, 2);
+  EXPECT_EQ(kv.table(2).recent, kv.table(1).recent);
+  write_positions(kv, 2, 19, 20);
+  EXPECT_NE(kv.table(2).recent, kv.table(1).recent);
+  int shared = 0;
+  for (size_t i = 0; i < 2; ++i) shared += kv.table(2).recent[i] == kv.table(1).recent[i];
+  EXPECT_EQ(shared, 1);
+  kv.check_invariants();
+  for (int32_t s = 0; s < 3; ++s) kv.free_sequence(s);
+  EXPECT_EQ(kv.pool().n_free(), 32);
+}
+
+TEST(KvCache, RandomOperationsKeepInvariantsAndEndWithEveryBlockFree) {
+  for (const KvLayout& layout : {small_layout(4), small_layout(4, KvType::Q4, KvType::Q8, 6)}) {
+    KvCache kv(layout, 64);
+    std::mt19937 rng(7);
+    constexpr int32_t kSeqs = 8;
+    for (int step = 0; step < 3000; ++step) {
+      const int32_t seq = static_cast<int32_t>(rng() % kSeqs);
+      const int op = static_cast<int>(rng() % 10);
+      try {
+        if (op == 0) {
+          kv.free_sequence(seq);
+        } else if (op == 1) {
+          const int32_t dst = static_cast<int32_t>(rng() % kSeqs);
+          if (dst != seq && kv.table(dst).blocks.empty() && kv.table(dst).recent.empty()) kv.fork(seq, dst);
+        } else if (op == 2) {
+          kv.set_length(seq, kv.length(seq) / 2);
+        } else {
+          const int64_t len = kv.length(seq);
+          write_positions(kv, seq, len, len + static_cast<int64_t>(rng() % 9));
+        }
+      } catch (const Error&) {  // pool full: drop the sequence
+        kv.free_sequence(seq);
+      }
+      kv.check_invariants();
+    }
+    for (int32_t s = 0; s < kSeqs; ++s) kv.free_sequence(s);
+    EXPECT_EQ(kv.pool().n_free(), 64);
+    kv.check_invariants();
+  }
+}
+
+TEST(KvCache, WasteIsUnderTwoPercentForManyRandomSequences) {
+  KvLayout layout;
+  layout.n_layers = 22;
+  layout.n_kv_heads = 4;
+  layout.head_dim = 64;
+  layout.format.block_size = 16;
+  KvCache kv(layout, blocks_for_bytes(layout, 64 * 2000 * layout.bytes_per_token() + 64 * layout.block_bytes()));
+  std::mt19937 rng(11);
+  int64_t used = 0;
+  for (int32_t s = 0; s < 64; ++s) {
+    const int64_t len = 1 + static_cast<int64_t>(rng() % 2000);
+    kv.reserve(s, len);
+    kv.set_length(s, len);
+    used += len * layout.bytes_per_token();
+  }
+  const int64_t allocated = static_cast<int64_t>(kv.pool().n_used()) * layout.block_bytes();
+  const double waste = static_cast<double>(allocated - used) / static_cast<double>(allocated);
+  std::printf("KV waste, 64 sequences of 1..2000 tokens, block size 16: %.3f%%\n", 100.0 * waste);
+  EXPECT_LT(waste, 0.02);
 }
 
 }  // namespace

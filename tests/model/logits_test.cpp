@@ -24,11 +24,17 @@ std::vector<int32_t> sequence_ids(const std::string& name) {
   return manifest.at("sequences").at(name).at("token_ids").get<std::vector<int32_t>>();
 }
 
+kv::KvFormat f32_kv() {
+  kv::KvFormat f;
+  f.k_type = f.v_type = kernels::KvType::F32;
+  return f;
+}
+
 // Logits of every position of `ids` as one batch (or one token per call).
 std::vector<float> compute_logits(const Model& model, const std::vector<int32_t>& ids, bool incremental,
                                   int threads = 1) {
   ThreadPool pool(threads);
-  kv::KvCache kv(kv_layout_for(model.config(), 16), 64);
+  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
   Forward forward(model, pool);
   std::vector<float> out;
   Batch batch;
@@ -129,7 +135,7 @@ TEST(Logits, SequenceLogitsDoNotDependOnTheRestOfTheBatch) {
   const std::vector<float> alone = compute_logits(model, a, false, 2);
   // A interleaved with B in one batch, on two sequences.
   ThreadPool pool(2);
-  kv::KvCache kv(kv_layout_for(model.config(), 16), 64);
+  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
   Forward forward(model, pool);
   Batch batch;
   for (size_t i = 0; i < b.size(); ++i) {
@@ -143,7 +149,7 @@ TEST(Logits, SequenceLogitsDoNotDependOnTheRestOfTheBatch) {
 TEST(Logits, BadBatchesAreRejectedWithoutTouchingTheCache) {
   const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
   ThreadPool pool(1);
-  kv::KvCache kv(kv_layout_for(model.config(), 16), 2);
+  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 2);
   Forward forward(model, pool);
   Batch bad_token;
   bad_token.add(512, 0, 0, true);

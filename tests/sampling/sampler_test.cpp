@@ -464,6 +464,32 @@ TEST(LogitBias, AllBannedIsAnError) {
   EXPECT_THROW(s->sample(std::vector<float>{1, 2}), Error);
 }
 
+TEST(LogitBias, ComesBeforePenaltiesAsInLlamaCpp) {
+  // Token 0 (seen once) has logit 1 and bias +1: bias first gives (1 + 1) / 2 = 1;
+  // the other order would give 1 / 2 + 1 = 1.5. Token 1 (seen once): logit 1 and
+  // bias -3: (1 - 3) * 2 = -4 (the penalty multiplies the now negative logit).
+  auto s = make_sampler(params([](SamplingParams& p) {
+                          p.temperature = 0.0f;
+                          p.repeat_penalty = 2.0f;
+                          p.logit_bias = {{0, 1.0f}, {1, -3.0f}};
+                          p.n_probs = 3;
+                        }),
+                        3);
+  EXPECT_EQ(s->name(), "chain(logit-bias, penalties, greedy)");
+  s->accept(0);
+  s->accept(1);
+  EXPECT_EQ(s->sample(std::vector<float>{1.0f, 1.0f, 0.5f}), 0);
+  // Greedy logprobs are the softmax of the adjusted logits {1, -4, 0.5}.
+  const double z = std::log(std::exp(1.0) + std::exp(-4.0) + std::exp(0.5));
+  const Logprobs lp = s->last_logprobs();
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_NEAR(lp.top[0].logprob, 1.0 - z, 1e-6);
+  EXPECT_EQ(lp.top[1].token, 2);
+  EXPECT_NEAR(lp.top[1].logprob, 0.5 - z, 1e-6);
+  EXPECT_EQ(lp.top[2].token, 1);
+  EXPECT_NEAR(lp.top[2].logprob, -4.0 - z, 1e-6);
+}
+
 // ------------------------------------------------------ reproducibility
 
 std::vector<int32_t> run(Sampler& s, int n, int n_vocab) {

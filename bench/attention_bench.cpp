@@ -1,0 +1,98 @@
+// Decode attention over the paged KV cache at several context lengths, for a
+// TinyLlama-shaped layer (32 query heads over 4 KV heads of 64), per KV type.
+// One iteration = one decode token through one layer, on one thread, with the
+// widest ISA this CPU runs. Counters: keys/s and the KV bytes read per second.
+//
+//   cmake -B build/bench -DTOKAMAK_BENCH=ON -DCMAKE_BUILD_TYPE=Release && ninja -C build/bench attention_bench
+//   build/bench/attention_bench --benchmark_filter=Decode
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kv/kv_cache.h"
+
+namespace tokamak {
+namespace {
+
+using kernels::KvType;
+
+constexpr int kHeads = 32;
+constexpr int kKvHeads = 4;
+constexpr int kHeadDim = 64;
+
+struct Setup {
+  std::unique_ptr<kv::KvCache> cache;
+  std::vector<float> q;
+  std::vector<float> out;
+  std::vector<float> scratch;
+  kv::KvLayout layout;
+};
+
+Setup make_setup(KvType k, KvType v, int recent, int64_t ctx) {
+  Setup s;
+  s.layout.n_layers = 1;
+  s.layout.n_kv_heads = kKvHeads;
+  s.layout.head_dim = kHeadDim;
+  s.layout.format = {k, v, recent, 16};
+  s.cache = std::make_unique<kv::KvCache>(s.layout, static_cast<int32_t>(ctx / 16 + 8 + s.layout.recent_blocks()));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> kr(kKvHeads * kHeadDim), vr(kKvHeads * kHeadDim);
+  s.cache->prepare_write(0, 0, ctx);
+  for (int64_t p = 0; p < ctx; ++p) {
+    for (size_t i = 0; i < kr.size(); ++i) {
+      kr[i] = normal(rng);
+      vr[i] = normal(rng);
+    }
+    s.cache->write(0, 0, p, kr.data(), vr.data());
+  }
+  s.cache->set_length(0, ctx);
+  s.q.resize(kHeads * kHeadDim);
+  for (float& x : s.q) x = normal(rng);
+  s.out.resize(kHeads * kHeadDim);
+  s.scratch.resize(static_cast<size_t>(2 * kernels::attention_tile_state_floats({kHeads, kKvHeads, kHeadDim}, 1)));
+  return s;
+}
+
+void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent) {
+  const int64_t ctx = state.range(0);
+  Setup s = make_setup(k, v, recent, ctx);
+  const kernels::AttentionParams dims{kHeads, kKvHeads, kHeadDim};
+  const kernels::KvView view = s.cache->view(0, 0);
+  const float* q = s.q.data();
+  float* out = s.out.data();
+  const int32_t pos = static_cast<int32_t>(ctx - 1);
+  const kernels::Isa isa = kernels::best_isa();
+  for (auto _ : state) {
+    for (int h = 0; h < kKvHeads; ++h) {
+      const kernels::QueryTile tile{&q, &pos, 1, h};
+      kernels::attention(isa, dims, view, tile, &out, s.scratch.data());
+    }
+    benchmark::DoNotOptimize(out[0]);
+  }
+  state.counters["keys/s"] =
+      benchmark::Counter(static_cast<double>(ctx), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["KV B/s"] =
+      benchmark::Counter(static_cast<double>(ctx * s.layout.bytes_per_token()),
+                         benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+  state.SetLabel(std::string(kernels::isa_name(isa)));
+}
+
+#define TOKAMAK_DECODE_BENCH(name, k, v, recent)            \
+  BENCHMARK_CAPTURE(BM_DecodeAttention, name, k, v, recent) \
+      ->Arg(128)                                            \
+      ->Arg(1024)                                           \
+      ->Arg(8192)                                           \
+      ->Unit(benchmark::kMicrosecond)
+
+TOKAMAK_DECODE_BENCH(f32, KvType::F32, KvType::F32, 0);
+TOKAMAK_DECODE_BENCH(f16, KvType::F16, KvType::F16, 0);
+TOKAMAK_DECODE_BENCH(q8, KvType::Q8, KvType::Q8, 0);
+TOKAMAK_DECODE_BENCH(q4, KvType::Q4, KvType::Q4, 0);
+TOKAMAK_DECODE_BENCH(q4_recent64, KvType::Q4, KvType::Q4, 64);
+
+}  // namespace
+}  // namespace tokamak

@@ -1,0 +1,162 @@
+// Internal to attention_{scalar,avx2,avx512}.cpp: the tile loop of
+// attention_chunk, written once over a vector-ops type V. Each of those files
+// includes this inside its target region and instantiates it with its own V
+// (in an anonymous namespace), so every instantiation is compiled for its ISA
+// and stays local to its file.
+//
+// V provides, for arrays whose length is a multiple of V::kWidth:
+//   dequant_row(KvType, const uint8_t* row, int d, float* dst)  bit-exact with dequantize_kv_row
+//   dot(const float* a, const float* b, int d) -> float         fixed order
+//   exp_shift(float* s, int n, float m)                          s[j] = exp(s[j] - m)
+//   sum(const float* s, int n) -> float                          fixed order
+//   max(const float* s, int n) -> float
+//   scale(float* s, int n, float c)                              s[j] *= c
+//   exp1(float x) -> float                                       the same exp, one value
+//   axpy_tile(float* acc, float c, const float* p, const float* vt, int n, int d)
+//       acc = acc * c + sum_j p[j] * vt[j * d ..], j in [0, n), in a fixed order
+//   kTransposedScores: whether it also provides
+//   transpose_tile(const float* kt, int d, float* ktt)  [kKeyTile][d] -> [d][kKeyTile]
+//   scores_t(const float* q, const float* ktt, int d, float* s)
+//       s[j] = q . key j for all kKeyTile keys of a transposed tile, in a fixed order
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/attention.h"
+
+namespace tokamak::kernels::detail {
+
+// dst[j * d ..] = K (or V) of kv head `head` at positions t0 + j, j < n.
+// Rows adjacent in a block are adjacent in memory, so the block lookup (two
+// integer divisions) happens once per run of rows, not once per row.
+// Calls fn(type, first row, row bytes, j, count) for each run of rows that
+// are adjacent in memory among positions t0 + j, j < n.
+template <class Fn>
+void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, Fn&& fn) {
+  const int64_t split = keys ? kv.k_recent_begin : kv.v_recent_begin;
+  for (int64_t j = 0; j < n;) {
+    const int64_t pos = t0 + j;
+    const KvPages& pages = pos >= split ? kv.recent : kv.main;
+    const int64_t r = pages.ring_rows > 0 ? pos % pages.ring_rows : pos;
+    int64_t run = std::min<int64_t>(n - j, pages.block_size - r % pages.block_size);
+    if (pos < split) run = std::min(run, split - pos);
+    const int32_t row_bytes = keys ? pages.k_row_bytes : pages.v_row_bytes;
+    const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset(pos, head, row_bytes);
+    fn(keys ? pages.k_type : pages.v_type, src, row_bytes, j, run);
+    j += run;
+  }
+}
+
+template <class V>
+void load_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, int d, float* dst) {
+  for_each_run(kv, keys, head, t0, n, [&](KvType type, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+    for (int64_t k = 0; k < run; ++k) V::dequant_row(type, src + k * row_bytes, d, dst + (j + k) * d);
+  });
+}
+
+// Asks for the cache lines of a tile ahead of its use: a block's rows of one
+// head are only block_size * row_bytes long, too short a stream for the
+// hardware prefetcher to get ahead of a decode step that is bound by memory.
+inline void prefetch_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n) {
+  for_each_run(kv, keys, head, t0, n, [](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
+    for (int64_t b = 0; b < run * row_bytes; b += 64) __builtin_prefetch(src + b);
+  });
+}
+
+// Query heads sharing a KV head at which the K tile is transposed once so
+// that scores need no horizontal sums: the transposition costs about as much
+// as a few queries' dot products. It depends on the model only, never on the
+// batch, so each query's arithmetic stays fixed.
+constexpr int kTransposeMinGroup = 4;
+
+// One online-softmax step of one query over keys [jb, je) of a tile. k_tile
+// is [kKeyTile][d], or [d][kKeyTile] when `transposed`.
+// state: [m, l, acc[d]]; s: kKeyTile floats of scratch.
+template <class V>
+void update_query(const AttentionParams& p, const float* q, const float* k_tile, bool transposed, const float* vt,
+                  int jb, int je, float scale, float* state, float* s) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int d = p.head_dim;
+  // Whole vectors from a multiple of the width; keys outside [jb, je) -> -inf -> exp 0.
+  const int vb = jb / V::kWidth * V::kWidth;
+  const int ve = (je + V::kWidth - 1) / V::kWidth * V::kWidth;
+  if constexpr (V::kTransposedScores) {
+    if (transposed) V::scores_t(q, k_tile, d, s);
+  }
+  if (!transposed) {
+    for (int j = jb; j < je; ++j) s[j] = V::dot(q, k_tile + static_cast<int64_t>(j) * d, d);
+  }
+  V::scale(s + vb, ve - vb, scale);
+  if (p.softcap > 0.0f) {
+    for (int j = jb; j < je; ++j) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
+  }
+  for (int j = vb; j < jb; ++j) s[j] = kNegInf;
+  for (int j = je; j < ve; ++j) s[j] = kNegInf;
+  const float m = state[0];
+  const float m_new = std::max(m, V::max(s + vb, ve - vb));
+  const float corr = m == kNegInf ? 0.0f : V::exp1(m - m_new);
+  V::exp_shift(s + vb, ve - vb, m_new);
+  state[0] = m_new;
+  state[1] = state[1] * corr + V::sum(s + vb, ve - vb);
+  V::axpy_tile(state + 2, corr, s + jb, vt + static_cast<int64_t>(jb) * d, je - jb, d);
+}
+
+// The transposed K tile, or a placeholder for ISAs without one.
+template <class V>
+constexpr int64_t kTransposedScoresFloats = V::kTransposedScores ? kKeyTile * kMaxHeadDim : 1;
+
+template <class V>
+void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+  const int d = p.head_dim;
+  const int group = p.group();
+  const int64_t sf = attention_state_floats(p);
+  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * group, partial);
+  int64_t max_pos = -1;
+  int64_t min_first = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < tile.n_tokens; ++i) {
+    max_pos = std::max<int64_t>(max_pos, tile.positions[i]);
+    min_first = std::min(min_first, p.first_key(tile.positions[i]));
+  }
+  // Tiles stay aligned to multiples of kKeyTile whatever the window skips.
+  const int64_t k_begin = std::max(chunk * kKeyChunk, min_first / kKeyTile * kKeyTile);
+  const int64_t k_end = std::min((chunk + 1) * kKeyChunk, max_pos + 1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const bool transposed = V::kTransposedScores && group >= kTransposeMinGroup;
+  alignas(64) float kt[kKeyTile * kMaxHeadDim];
+  alignas(64) float ktt[kTransposedScoresFloats<V>];
+  alignas(64) float vt[kKeyTile * kMaxHeadDim];
+  alignas(64) float s[kKeyTile] = {};
+  for (int64_t t0 = k_begin; t0 < k_end; t0 += kKeyTile) {
+    const int64_t n_tile = std::min(kKeyTile, k_end - t0);
+    if (t0 + kKeyTile < k_end) {
+      const int64_t n_next = std::min(kKeyTile, k_end - t0 - kKeyTile);
+      prefetch_tile(kv, true, tile.kv_head, t0 + kKeyTile, n_next);
+      prefetch_tile(kv, false, tile.kv_head, t0 + kKeyTile, n_next);
+    }
+    load_tile<V>(kv, true, tile.kv_head, t0, n_tile, d, kt);
+    load_tile<V>(kv, false, tile.kv_head, t0, n_tile, d, vt);
+    if constexpr (V::kTransposedScores) {
+      if (transposed) {
+        std::fill(kt + n_tile * d, kt + kKeyTile * d, 0.0f);  // keys past the end score 0, then are masked
+        V::transpose_tile(kt, d, ktt);
+      }
+    }
+    const float* k_tile = transposed ? ktt : kt;
+    for (int i = 0; i < tile.n_tokens; ++i) {
+      const int64_t pos = tile.positions[i];
+      const int jb = static_cast<int>(std::clamp<int64_t>(p.first_key(pos) - t0, 0, n_tile));
+      const int je = static_cast<int>(std::clamp<int64_t>(pos + 1 - t0, 0, n_tile));
+      if (jb >= je) continue;
+      for (int g = 0; g < group; ++g) {
+        const float* q = tile.q[i] + (static_cast<int64_t>(tile.kv_head) * group + g) * d;
+        update_query<V>(p, q, k_tile, transposed, vt, jb, je, scale,
+                        partial + (static_cast<int64_t>(i) * group + g) * sf, s);
+      }
+    }
+  }
+}
+
+}  // namespace tokamak::kernels::detail

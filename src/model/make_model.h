@@ -1,0 +1,79 @@
+// `tokamak make-model`: a GGUF file with random weights in the exact shapes of
+// a real model, for benchmarks and tests (large models are never stored).
+// Deterministic by seed: every row of every tensor is drawn from its own
+// stream (seed, tensor name, row), so the bytes do not depend on the thread
+// count, and the same seed gives the same underlying model in every type.
+// Weights: matrices N(0, 1/n_in), so each projection keeps unit-scale
+// activations (token_embd too, which keeps tied logits near unit scale);
+// norm gains 1 + N(0, 0.02^2); rope_freqs (Llama 3) the real, computed factors. Tensors are generated and quantized one at a
+// time (memory: the largest output tensor plus a row per thread).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "model/quant_recipe.h"
+
+namespace tokamak {
+
+namespace io {
+class GgufFile;
+}
+
+struct ModelPreset {
+  std::string_view name;
+  int32_t n_embd;
+  int32_t n_ff;
+  int32_t n_layers;
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t n_vocab;
+  int32_t n_ctx_train;
+  float rope_freq_base;
+  float rms_eps;
+  bool tied_output;  // no output.weight: the LM head reuses token_embd
+  // Llama 3.1+ RoPE scaling factor (rope_freqs.weight, with the original context
+  // 8192 and low/high frequency factors 1 and 4 of Meta's configs); 0: none.
+  float llama3_rope_factor = 0.0f;
+};
+
+// tinyllama-1.1b, llama-3.2-1b and micro (the shapes of fixtures' micro-llama).
+std::span<const ModelPreset> model_presets();
+const ModelPreset* find_model_preset(std::string_view name);  // null when unknown
+std::string model_preset_names();                              // "a, b, c"
+
+struct MakeModelOptions {
+  ModelPreset preset{};
+  FileType ftype = FileType::F16;
+  bool pure = false;  // no llama-quantize mix: every matrix gets the default type
+  uint64_t seed = 0;
+  // Copy this file's tokenizer.* keys (and use its vocabulary size) instead of
+  // writing a synthetic SentencePiece vocabulary.
+  const io::GgufFile* vocab_from = nullptr;
+};
+
+struct MadeTensor {
+  std::string name;
+  DType type;
+  size_t n_bytes;
+};
+
+// The tensors make_model writes, in file order (llama-quantize's), with their
+// types and sizes; nothing is generated. Throws tokamak::Error.
+std::vector<MadeTensor> plan_model(const MakeModelOptions& options);
+
+// Called after each tensor is made, with the tensor data bytes done and in total.
+using MadeTensorCallback = std::function<void(const MadeTensor&, uint64_t bytes_done, uint64_t bytes_total)>;
+
+// Writes the model to `out` (via out + ".part"). Throws tokamak::Error.
+void make_model(const MakeModelOptions& options, const std::filesystem::path& out, ThreadPool& pool,
+                const MadeTensorCallback& on_tensor = {});
+
+}  // namespace tokamak

@@ -1,0 +1,358 @@
+// The paged attention kernels against the scalar reference (materialized
+// softmax in double) on random shapes, for every KV type, mixed precision and
+// every ISA this CPU runs; plus the bitwise rules of the reduction order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "core/error.h"
+
+#include "kernels/attention.h"
+#include "kv/kv_cache.h"
+
+namespace tokamak::kernels {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+// Instrumented builds run the same shapes with shorter contexts.
+constexpr int64_t kMaxLength = kSanitized ? 1200 : 5000;
+constexpr int kRandomCases = kSanitized ? 12 : 40;
+
+struct Shape {
+  int n_heads = 1;
+  int n_kv_heads = 1;
+  int head_dim = 32;
+  int64_t length = 1;
+  int block_size = 16;
+  KvType k = KvType::F32;
+  KvType v = KvType::F32;
+  int recent = 0;
+  uint32_t seed = 1;
+  float softcap = 0.0f;
+  int32_t window = 0;
+
+  std::string name() const {
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "heads %d/%d dim %d len %lld block %d K %s V %s recent %d softcap %g window %d",
+                  n_heads, n_kv_heads, head_dim, static_cast<long long>(length), block_size,
+                  std::string(kv_type_name(k)).c_str(), std::string(kv_type_name(v)).c_str(), recent, softcap, window);
+    return buf;
+  }
+  AttentionParams dims() const { return {n_heads, n_kv_heads, head_dim, softcap, window}; }
+};
+
+// One sequence of `length` random K/V rows (N(0, 1), a few larger) in a KV
+// cache whose blocks interleave with other sequences', and random queries.
+struct Fixture {
+  std::unique_ptr<kv::KvCache> cache;
+  std::vector<float> q;  // [length, n_heads * head_dim]
+  float v_max = 0.0f;    // max |v| stored
+
+  Fixture(const Shape& s, bool stored_f32 = false) {
+    kv::KvLayout layout;
+    layout.n_layers = 1;
+    layout.n_kv_heads = s.n_kv_heads;
+    layout.head_dim = s.head_dim;
+    layout.format.block_size = s.block_size;
+    layout.format.k_type = stored_f32 ? KvType::F32 : s.k;
+    layout.format.v_type = stored_f32 ? KvType::F32 : s.v;
+    layout.format.recent = stored_f32 ? 0 : s.recent;
+    const int64_t blocks = (s.length + s.block_size - 1) / s.block_size;
+    cache = std::make_unique<kv::KvCache>(layout, static_cast<int32_t>(2 * blocks + layout.recent_blocks() + 4));
+    std::mt19937 rng(s.seed);
+    for (int64_t b = 0; b < blocks; ++b) {  // seq 0's blocks interleave with seqs 1..2
+      cache->reserve(0, (b + 1) * s.block_size);
+      if (rng() % 2)
+        cache->reserve(1 + static_cast<int32_t>(rng() % 2), cache->table(1).blocks.size() * s.block_size + 1);
+    }
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
+    std::vector<float> k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+    cache->prepare_write(0, 0, s.length);
+    for (int64_t p = 0; p < s.length; ++p) {
+      for (int64_t i = 0; i < kv_dim; ++i) {
+        const float big = rng() % 50 == 0 ? 4.0f : 1.0f;  // outliers stress the quantizers
+        k[static_cast<size_t>(i)] = normal(rng) * big;
+        v[static_cast<size_t>(i)] = normal(rng) * big;
+        v_max = std::max(v_max, std::fabs(v[static_cast<size_t>(i)]));
+      }
+      cache->write(0, 0, p, k.data(), v.data());
+    }
+    cache->set_length(0, s.length);
+    q.resize(static_cast<size_t>(s.length * s.n_heads * s.head_dim));
+    for (float& x : q) x = normal(rng) * 1.5f;  // scores ~N(0, 2.25): moderately peaked softmax
+  }
+  const float* q_row(int64_t pos, const Shape& s) const { return q.data() + pos * s.n_heads * s.head_dim; }
+};
+
+// The tile's outputs [n_tokens, n_heads * head_dim] from attention().
+std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+  const AttentionParams dims = s.dims();
+  const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+  std::vector<float> out(positions.size() * static_cast<size_t>(row), -999.0f);
+  std::vector<const float*> q_rows;
+  std::vector<float*> out_rows;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    q_rows.push_back(f.q_row(positions[i], s));
+    out_rows.push_back(out.data() + static_cast<int64_t>(i) * row);
+  }
+  const KvView view = f.cache->view(0, 0);
+  std::vector<float> scratch(
+      static_cast<size_t>(2 * attention_tile_state_floats(dims, static_cast<int>(positions.size()))));
+  for (int h = 0; h < s.n_kv_heads; ++h) {
+    QueryTile tile{q_rows.data(), positions.data(), static_cast<int>(positions.size()), h};
+    attention(isa, dims, view, tile, out_rows.data(), scratch.data());
+  }
+  return out;
+}
+
+std::vector<float> run_ref(const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+  const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+  std::vector<float> out(positions.size() * static_cast<size_t>(row));
+  const KvView view = f.cache->view(0, 0);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    attention_ref(s.dims(), view, f.q_row(positions[i], s), positions[i], out.data() + static_cast<int64_t>(i) * row);
+  }
+  return out;
+}
+
+// max |a - b| over the largest |v| stored: attention outputs are convex
+// combinations of V rows, so this is the error relative to the values' scale.
+float rel_error(const std::vector<float>& a, const std::vector<float>& b, float v_max) {
+  float m = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m / v_max;
+}
+
+std::vector<int32_t> query_positions(const Shape& s, std::mt19937& rng) {
+  const int32_t last = static_cast<int32_t>(s.length - 1);
+  std::vector<int32_t> p = {last};
+  for (int i = 0; i < 2 && s.length > 1; ++i) p.push_back(static_cast<int32_t>(rng() % s.length));
+  return p;
+}
+
+Shape random_shape(std::mt19937& rng, int i) {
+  static constexpr int kDims[] = {32, 64, 128};
+  static constexpr int kBlocks[] = {8, 16, 32};
+  static constexpr KvType kTypes[] = {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8, KvType::Q4};
+  Shape s;
+  s.n_kv_heads = 1 << (rng() % 4);  // 1..8 KV heads, 1..8 query heads each, at most 32 in all
+  s.n_heads = std::min(32, s.n_kv_heads << (rng() % 4));
+  s.head_dim = kDims[rng() % 3];
+  // Lengths of every kind: around chunk and block edges, or log-uniform in [1, kMaxLength].
+  const int64_t edges[] = {1, 2, 31, 33, 511, 512, 513, 1025};
+  const double log_len = std::uniform_real_distribution<double>(0.0, std::log(static_cast<double>(kMaxLength)))(rng);
+  s.length = i % 3 == 0 ? edges[rng() % 8] : std::max<int64_t>(1, static_cast<int64_t>(std::exp(log_len)));
+  s.block_size = kBlocks[rng() % 3];
+  s.k = kTypes[rng() % 5];
+  s.v = kTypes[rng() % 5];
+  if (kv_type_is_quantized(s.k) || kv_type_is_quantized(s.v))
+    s.recent = rng() % 2 ? 0 : 1 + static_cast<int>(rng() % 100);
+  s.seed = 1000 + static_cast<uint32_t>(i);
+  return s;
+}
+
+// Every ISA, every type: within 1e-5 of the reference that reads the same
+// stored values (the kernel's only error is f32 arithmetic: dot products of
+// head_dim terms, exp, and sums over tiles and chunks).
+TEST(Attention, MatchesTheReferenceOnRandomShapes) {
+  std::mt19937 rng(42);
+  std::vector<Shape> shapes;
+  for (int i = 0; i < kRandomCases; ++i) shapes.push_back(random_shape(rng, i));
+  // Fixed corners: the longest context, MQA, 32 heads over 8, tiny heads.
+  shapes.push_back({32, 8, 128, kMaxLength, 16, KvType::F16, KvType::F16, 0, 7});
+  shapes.push_back({8, 1, 64, 777, 8, KvType::Q8, KvType::Q4, 40, 8});
+  shapes.push_back({8, 4, 8, 300, 16, KvType::Q8, KvType::Q8, 16, 9});  // stories260K's shape
+  shapes.push_back({2, 2, 4, 50, 16, KvType::F16, KvType::Q4, 0, 10});  // head_dim 4: scalar only
+  float worst = 0.0f;
+  for (const Shape& s : shapes) {
+    const Fixture f(s);
+    const std::vector<int32_t> positions = query_positions(s, rng);
+    const std::vector<float> ref = run_ref(s, f, positions);
+    for (Isa isa : supported_isas()) {
+      const float err = rel_error(run_kernel(isa, s, f, positions), ref, f.v_max);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 1e-5f) << isa_name(isa) << " " << s.name();
+    }
+  }
+  std::printf("attention vs reference: worst max|diff| / max|v| = %.3g over %zu shapes\n", worst, shapes.size());
+}
+
+// Mistral's sliding window and Gemma-2's soft-capped scores, alone and together.
+TEST(Attention, SlidingWindowAndSoftCapMatchTheReference) {
+  std::mt19937 rng(5);
+  float worst = 0.0f;
+  for (int32_t window : {0, 1, 7, 100, 600}) {
+    for (float softcap : {0.0f, 5.0f}) {
+      if (window == 0 && softcap == 0.0f) continue;
+      const Shape s{8,       2,     64, 1100, 16, KvType::F16, KvType::Q8, 0, 11u + static_cast<uint32_t>(window),
+                    softcap, window};
+      const Fixture f(s);
+      const std::vector<int32_t> positions = {1099, 0, 5, 600, 599, 1050, static_cast<int32_t>(rng() % 1100)};
+      const std::vector<float> ref = run_ref(s, f, positions);
+      // Late queries only: with a window, the first chunks hold none of their keys.
+      const std::vector<int32_t> late = {1099, 1050, 1098};
+      const std::vector<float> late_ref = run_ref(s, f, late);
+      for (Isa isa : supported_isas()) {
+        const float err = rel_error(run_kernel(isa, s, f, positions), ref, f.v_max);
+        const float late_err = rel_error(run_kernel(isa, s, f, late), late_ref, f.v_max);
+        worst = std::max({worst, err, late_err});
+        EXPECT_LE(err, 1e-5f) << isa_name(isa) << " " << s.name();
+        EXPECT_LE(late_err, 1e-5f) << isa_name(isa) << " late queries, " << s.name();
+      }
+    }
+  }
+  std::printf("windowed / soft-capped attention vs reference: worst max|diff| / max|v| = %.3g\n", worst);
+}
+
+// A query's result is the same bits alone, beside other queries in a tile,
+// and when its chunks are computed apart and folded (flash-decoding).
+TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
+  for (int32_t window : {0, 700}) {
+    const Shape s{16, 4, 64, 1300, 16, KvType::Q8, KvType::F16, 20, 3, 0.0f, window};
+    const Fixture f(s);
+    const std::vector<int32_t> positions = {1299, 5, 700, 1024, 512, 511, 1298};
+    const AttentionParams dims = s.dims();
+    const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> together = run_kernel(isa, s, f, positions);
+      for (size_t i = 0; i < positions.size(); ++i) {
+        const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
+            << isa_name(isa) << " position " << positions[i];
+      }
+      // Chunk by chunk into separate partials, folded afterwards.
+      std::vector<float> split(together.size());
+      std::vector<const float*> q_rows;
+      std::vector<float*> out_rows;
+      for (size_t i = 0; i < positions.size(); ++i) {
+        q_rows.push_back(f.q_row(positions[i], s));
+        out_rows.push_back(split.data() + static_cast<int64_t>(i) * row);
+      }
+      const KvView view = f.cache->view(0, 0);
+      const int n = static_cast<int>(positions.size());
+      for (int h = 0; h < s.n_kv_heads; ++h) {
+        const QueryTile tile{q_rows.data(), positions.data(), n, h};
+        const int64_t state = attention_tile_state_floats(dims, n);
+        const int64_t chunks = attention_chunks(tile);
+        EXPECT_EQ(chunks, 3);
+        std::vector<float> partials(static_cast<size_t>(chunks * state)), running(static_cast<size_t>(state));
+        for (int64_t c = chunks - 1; c >= 0; --c)
+          attention_chunk(isa, dims, view, tile, c, partials.data() + c * state);
+        attention_reset(dims, n * dims.group(), running.data());
+        for (int64_t c = 0; c < chunks; ++c)
+          attention_fold(dims, n * dims.group(), partials.data() + c * state, running.data());
+        attention_finish(dims, tile, running.data(), out_rows.data());
+      }
+      EXPECT_EQ(split, together) << isa_name(isa);
+    }
+  }
+}
+
+// With one key, softmax is 1 and the output is that key's V as the kernel
+// dequantized it: every ISA's loader must give the reference's exact bits.
+TEST(Attention, OneKeyReturnsItsValueExactly) {
+  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8, KvType::Q4}) {
+    for (int d : {8, 16, 32, 64, 128}) {
+      const Shape s{2, 1, d, 1, 16, t, t, 0, 5};
+      const Fixture f(s);
+      const std::vector<float> ref = run_ref(s, f, {0});
+      for (Isa isa : supported_isas()) {
+        EXPECT_EQ(run_kernel(isa, s, f, {0}), ref) << isa_name(isa) << " " << s.name();
+      }
+    }
+  }
+}
+
+// Quantized storage against the same values stored in f32: the bounds that
+// q8 (absmax / 127 per row) and q4 (absmax / 8 per 32 values) allow, measured
+// on N(0, 1) data with outliers and stated with ~2x headroom.
+TEST(Attention, QuantizedStorageStaysWithinItsFormatsBounds) {
+  struct Bound {
+    KvType k, v;
+    int recent;
+    float bound;
+  };
+  const Bound bounds[] = {
+      {KvType::F16, KvType::F16, 0, 1e-3f}, {KvType::BF16, KvType::BF16, 0, 1e-2f}, {KvType::Q8, KvType::Q8, 0, 2e-2f},
+      {KvType::Q4, KvType::Q4, 0, 2e-1f},   {KvType::Q8, KvType::Q4, 0, 1e-1f},     {KvType::Q4, KvType::Q4, 64, 2e-1f},
+  };
+  std::mt19937 rng(9);
+  for (const Bound& b : bounds) {
+    float worst = 0.0f;
+    for (int i = 0; i < 4; ++i) {
+      const Shape s{8, 2, 64, 64 + static_cast<int64_t>(rng() % 900), 16, b.k, b.v, b.recent, 77u + i};
+      const Fixture quantized(s);
+      const Fixture exact(s, /*stored_f32=*/true);
+      const std::vector<int32_t> positions = query_positions(s, rng);
+      const float err =
+          rel_error(run_kernel(best_isa(), s, quantized, positions), run_ref(s, exact, positions), exact.v_max);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, b.bound) << s.name();
+    }
+    std::printf("K %s V %s recent %d: worst max|diff| / max|v| vs f32 storage = %.3g\n",
+                std::string(kv_type_name(b.k)).c_str(), std::string(kv_type_name(b.v)).c_str(), b.recent, worst);
+  }
+}
+
+TEST(KvFormat, NamesRoundTripAndHeadDimsAreChecked) {
+  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8, KvType::Q4}) {
+    EXPECT_EQ(kv_type_from_name(kv_type_name(t)), t);
+  }
+  EXPECT_FALSE(kv_type_from_name("q5").has_value());
+  EXPECT_THROW(check_kv_head_dim(KvType::Q4, 40), Error);
+  EXPECT_THROW(check_kv_head_dim(KvType::F16, kMaxHeadDim + 1), Error);
+  check_kv_head_dim(KvType::Q4, 24);
+  EXPECT_EQ(kv_head_row_bytes(KvType::Q4, 24), 12 + 2);
+}
+
+// Round-trip error of each quantizer on one row, against its format's bound.
+TEST(KvFormat, QuantizersRoundTripWithinHalfAStep) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int d : {4, 8, 32, 64, 128}) {
+    std::vector<float> x(static_cast<size_t>(d)), y(static_cast<size_t>(d));
+    std::vector<uint8_t> row(static_cast<size_t>(kv_head_row_bytes(KvType::F32, d)));
+    for (float& v : x) v = normal(rng);
+    x[0] = 0.0f;
+    float amax = 0.0f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    quantize_kv_row(KvType::Q8, x.data(), d, row.data());
+    dequantize_kv_row(KvType::Q8, row.data(), d, y.data());
+    for (int i = 0; i < d; ++i) EXPECT_LE(std::fabs(x[i] - y[i]), amax / 127.0f * 0.5001f) << "q8 d " << d;
+    EXPECT_EQ(y[0], 0.0f);
+    quantize_kv_row(KvType::Q4, x.data(), d, row.data());
+    dequantize_kv_row(KvType::Q4, row.data(), d, y.data());
+    const int g = kv_q4_group(d);
+    for (int k = 0; k < d / g; ++k) {
+      float gmax = 0.0f;
+      for (int i = 0; i < g; ++i) gmax = std::max(gmax, std::fabs(x[k * g + i]));
+      // Step gmax / 8 (rounded scale adds ~2^-11), clamping at +7 steps costs one more step at most.
+      for (int i = 0; i < g; ++i)
+        EXPECT_LE(std::fabs(x[k * g + i] - y[k * g + i]), gmax / 8.0f * 1.01f) << "q4 d " << d;
+    }
+    std::vector<float> zeros(static_cast<size_t>(d), 0.0f);
+    for (KvType t : {KvType::Q8, KvType::Q4}) {
+      quantize_kv_row(t, zeros.data(), d, row.data());
+      dequantize_kv_row(t, row.data(), d, y.data());
+      EXPECT_EQ(y, zeros);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokamak::kernels

@@ -1,0 +1,289 @@
+// What the KV cache's storage types cost in model output: logits against
+// llama.cpp's F32-KV fixtures, KL divergence against F32 KV, greedy text, and
+// the bitwise rules (incremental == batched, batch invariance with
+// flash-decoding splits) with quantized and mixed-precision KV.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <span>
+#include <nlohmann/json.hpp>
+
+#include "common/reference_model.h"
+#include "common/test_data.h"
+#include "core/thread_pool.h"
+#include "io/gguf.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak {
+namespace {
+
+using kernels::KvType;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+using testing::read_f32_file;
+using testing::test_data;
+
+kv::KvFormat format(KvType k, KvType v, int32_t recent = 0) {
+  kv::KvFormat f;
+  f.k_type = k;
+  f.v_type = v;
+  f.recent = recent;
+  return f;
+}
+
+std::string format_name(const kv::KvFormat& f) {
+  std::string s(kernels::kv_type_name(f.k_type));
+  if (f.v_type != f.k_type) s.append("/").append(kernels::kv_type_name(f.v_type));
+  if (f.recent > 0) s.append(" + f16 recent ").append(std::to_string(f.recent));
+  return s;
+}
+
+std::vector<int32_t> sequence_ids(const std::string& name) {
+  std::ifstream in(test_data("fixtures/logits/manifest.json"));
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  return manifest.at("sequences").at(name).at("token_ids").get<std::vector<int32_t>>();
+}
+
+// Logits of every position of `ids`, as one batch or one token per step.
+std::vector<float> logits(const Model& model, const std::vector<int32_t>& ids, const kv::KvFormat& f, bool incremental,
+                          int threads = 1) {
+  ThreadPool pool(threads);
+  kv::KvCache kv(kv_layout_for(model.config(), f), 64);
+  Forward forward(model, pool);
+  std::vector<float> out;
+  Batch batch;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    batch.add(ids[i], static_cast<int32_t>(i), 0, true);
+    if (incremental) {
+      const std::span<const float> row = forward.run(batch, kv);
+      out.insert(out.end(), row.begin(), row.end());
+      batch.clear();
+    }
+  }
+  if (!incremental) {
+    const std::span<const float> rows = forward.run(batch, kv);
+    out.assign(rows.begin(), rows.end());
+  }
+  return out;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0.0f;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// Mean over rows of KL(softmax(ref) || softmax(test)), in nats.
+double mean_kl(const std::vector<float>& ref, const std::vector<float>& test, int64_t n_vocab) {
+  const int64_t rows = static_cast<int64_t>(ref.size()) / n_vocab;
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = ref.data() + r * n_vocab;
+    const float* b = test.data() + r * n_vocab;
+    const double ma = *std::max_element(a, a + n_vocab), mb = *std::max_element(b, b + n_vocab);
+    double za = 0.0, zb = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      za += std::exp(a[i] - ma);
+      zb += std::exp(b[i] - mb);
+    }
+    double kl = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double lp = a[i] - ma - std::log(za), lq = b[i] - mb - std::log(zb);
+      kl += std::exp(lp) * (lp - lq);
+    }
+    total += kl;
+  }
+  return total / static_cast<double>(rows);
+}
+
+// Greedy decoding from BOS, as llama2.c's `run -t 0 -n steps` does: `steps`
+// forward passes at positions 0..steps-1; returns the `steps` generated ids.
+std::vector<int32_t> greedy(const Model& model, const kv::KvFormat& f, int steps) {
+  ThreadPool pool(1);
+  kv::KvCache kv(kv_layout_for(model.config(), f), (steps + 15) / 16 + 4);
+  Forward forward(model, pool);
+  std::vector<int32_t> out;
+  int32_t token = 1;  // BOS
+  for (int pos = 0; pos < steps; ++pos) {
+    Batch batch;
+    batch.add(token, pos, 0, true);
+    const std::span<const float> row = forward.run(batch, kv);
+    token = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    out.push_back(token);
+  }
+  return out;
+}
+
+const kv::KvFormat kF32 = format(KvType::F32, KvType::F32);
+const kv::KvFormat kFormats[] = {
+    format(KvType::F16, KvType::F16),  format(KvType::BF16, KvType::BF16), format(KvType::Q8, KvType::Q8),
+    format(KvType::Q4, KvType::Q4),    format(KvType::Q8, KvType::Q4),     format(KvType::Q8, KvType::Q8, 8),
+    format(KvType::Q4, KvType::Q4, 8),
+};
+
+// llama.cpp's default KV type: the fixtures were made with F32 KV, and
+// rounding K/V to f16 moves logits by up to ~1e-2 for stories260K (logit std
+// ~7; the fixtures' README says the same of llama.cpp) and ~1e-3 for micro-llama (std ~0.8).
+TEST(KvFidelity, F16KvStillMatchesTheLogitFixtures) {
+  struct Case {
+    const char* model;
+    const char* fixture;
+    const char* suffix;
+    float tolerance;
+  };
+  const Case cases[] = {
+      {"models/stories260K/stories260K.gguf", "stories260K-f32", ".logits.f32", 3e-2f},
+      {"fixtures/models/micro-llama-f32.gguf", "micro-llama-f32", ".logits.f32", 3e-3f},
+      {"fixtures/models/micro-llama-q8_0.gguf", "micro-llama-q8_0", ".deqf32.logits.f32", 3e-3f},
+      {"fixtures/models/stories260K-q4_0.gguf", "stories260K-q4_0", ".deqf32.logits.f32", 3e-2f},
+  };
+  for (const Case& c : cases) {
+    const Model model = Model::load(test_data(c.model));
+    for (const std::string seq : {"A", "B"}) {
+      const std::vector<float> expected =
+          read_f32_file(test_data(std::string("fixtures/logits/") + c.fixture + ".seq" + seq + c.suffix));
+      const float diff =
+          max_abs_diff(logits(model, sequence_ids(seq), format(KvType::F16, KvType::F16), false), expected);
+      EXPECT_LE(diff, c.tolerance) << c.fixture << " seq" << seq;
+      std::printf("f16 KV: %s seq%s max |diff| = %.3g\n", c.fixture, seq.c_str(), diff);
+    }
+  }
+}
+
+// Tiles and chunks are aligned to absolute positions, so a prompt run as one
+// batch and the same tokens run one by one give the same bits (without a
+// recent window, whose split point moves with the step's length).
+TEST(KvFidelity, IncrementalEqualsBatchedBitwiseForEveryType) {
+  const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
+  const std::vector<int32_t> ids = sequence_ids("B");
+  for (const kv::KvFormat& f : {kF32, format(KvType::F16, KvType::F16), format(KvType::Q8, KvType::Q4)}) {
+    EXPECT_EQ(logits(model, ids, f, false), logits(model, ids, f, true)) << format_name(f);
+  }
+}
+
+// Mean KL divergence of the next-token distribution against F32 KV, over
+// every position of both fixture sequences, decoded token by token (so a
+// recent window holds the newest 8 positions of each step). Bounds: ~2-3x the
+// values measured (stories260K: f16 5e-7, bf16 4e-5, q8 1.1e-3, q4 0.23,
+// q8/q4 3.7e-3, q8+8 2.1e-4, q4+8 3.2e-2; micro-llama: 5.6e-8, 3.7e-6,
+// 3.7e-5, 1.1e-2, 8.4e-3, 1.6e-5, 4.1e-3 nats). stories260K's 8-wide heads
+// and sharp attention make it the harsher case for q4. The f16 window must
+// improve on its quantized type alone.
+TEST(KvFidelity, KlDivergenceAgainstF32KvIsSmall) {
+  struct ModelCase {
+    const char* path;
+    double bounds[7];  // per entry of kFormats
+  };
+  const ModelCase models[] = {
+      {"models/stories260K/stories260K.gguf", {2e-6, 1e-4, 3e-3, 0.5, 1e-2, 6e-4, 0.1}},
+      {"fixtures/models/micro-llama-f32.gguf", {2e-7, 1e-5, 1e-4, 3e-2, 2.5e-2, 5e-5, 1.2e-2}},
+  };
+  // Instrumented builds check the smaller model only.
+  for (const ModelCase& mc : std::span(models, kSanitized ? 1 : 2)) {
+    const Model model = Model::load(test_data(mc.path));
+    std::vector<float> ref;
+    for (const std::string seq : {"A", "B"}) {
+      const std::vector<float> l = logits(model, sequence_ids(seq), kF32, true);
+      ref.insert(ref.end(), l.begin(), l.end());
+    }
+    double kls[std::size(kFormats)] = {};
+    for (size_t i = 0; i < std::size(kFormats); ++i) {
+      std::vector<float> test;
+      for (const std::string seq : {"A", "B"}) {
+        const std::vector<float> l = logits(model, sequence_ids(seq), kFormats[i], true);
+        test.insert(test.end(), l.begin(), l.end());
+      }
+      const double kl = kls[i] = mean_kl(ref, test, model.config().n_vocab);
+      std::printf("%s, KV %s: mean KL vs f32 KV = %.3g nats\n", mc.path, format_name(kFormats[i]).c_str(), kl);
+      EXPECT_LE(kl, mc.bounds[i]) << mc.path << " " << format_name(kFormats[i]);
+    }
+    EXPECT_LT(kls[5], kls[2]) << "q8 + f16 window vs q8";
+    EXPECT_LT(kls[6], kls[3]) << "q4 + f16 window vs q4";
+  }
+}
+
+// llama2.c's greedy 200-step story from BOS: F32 KV reproduces it byte for
+// byte, f16 KV too; q8 KV must keep the same tokens for at least the first
+// 100 (measured: 118; the f32 run's top-2 logit margin there is 0.12). Where
+// the others first differ is printed; those are near-ties of the f32 run
+// (margins 0.05 at token 71, 0.004 at 185), so the count is noisy.
+TEST(KvFidelity, Q8KvKeepsTheGreedyStory) {
+  const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
+  const Tokenizer tokenizer = Tokenizer::from_gguf(*model.gguf());
+  const std::vector<int32_t> reference = greedy(model, kF32, 200);
+  EXPECT_EQ(tokenizer.decode(reference, 1),
+            testing::read_text_file(test_data("models/stories260K/expected_greedy_t0_n200.txt")));
+  for (const kv::KvFormat& f : kFormats) {
+    const std::vector<int32_t> got = greedy(model, f, 200);
+    const size_t same =
+        static_cast<size_t>(std::mismatch(got.begin(), got.end(), reference.begin()).first - got.begin());
+    std::printf("greedy story, KV %s: %zu of %zu tokens as with f32 KV\n", format_name(f).c_str(), same,
+                reference.size());
+    if (f.k_type == KvType::Q8 && f.v_type == KvType::Q8 && f.recent == 0) {
+      EXPECT_GE(same, 100u);
+    }
+    if (f.k_type == KvType::F16) {
+      EXPECT_EQ(same, reference.size());
+    }
+  }
+}
+
+// A long sequence decoded alone (few tasks: its chunks are split across
+// threads) and beside four others (no split) gives the same bits: for
+// stories260K, and for a random model with a sliding window, whose first
+// chunks hold no key of the decoded tokens.
+std::vector<float> decode_after_long_prompt(const Model& model, const kv::KvFormat& f, bool crowded) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 1030; ++i) prompt.push_back(3 + (i * 37) % (model.config().n_vocab - 3));  // three chunks
+  ThreadPool pool(2);
+  kv::KvCache kv(kv_layout_for(model.config(), f), 256);
+  Forward forward(model, pool);
+  Batch batch;
+  for (size_t i = 0; i < prompt.size(); ++i) batch.add(prompt[i], static_cast<int32_t>(i), 0, false);
+  forward.run(batch, kv);
+  std::vector<float> out;
+  for (int step = 0; step < 3; ++step) {
+    batch.clear();
+    if (crowded) {
+      for (int32_t s = 1; s <= 4; ++s) batch.add(5 + s, step, s, true);
+    }
+    batch.add(7 + step, static_cast<int32_t>(prompt.size()) + step, 0, true);
+    const std::span<const float> rows = forward.run(batch, kv);
+    out.insert(out.end(), rows.end() - model.config().n_vocab, rows.end());
+  }
+  return out;
+}
+
+TEST(KvFidelity, FlashDecodingSplitsKeepBatchInvariance) {
+  const Model stories = Model::load(test_data("models/stories260K/stories260K.gguf"));
+  const kv::KvFormat f = format(KvType::Q8, KvType::Q4, 16);
+  EXPECT_EQ(decode_after_long_prompt(stories, f, false), decode_after_long_prompt(stories, f, true));
+
+  testing::RandomModelSpec spec;
+  spec.n_ctx = 2048;
+  spec.sliding_window = 300;
+  const std::string path = ::testing::TempDir() + "/kv_fidelity_window.gguf";
+  testing::write_random_model(spec, path);
+  const Model windowed = Model::load(path);
+  ASSERT_EQ(windowed.config().sliding_window, 300);
+  EXPECT_EQ(decode_after_long_prompt(windowed, f, false), decode_after_long_prompt(windowed, f, true));
+}
+
+}  // namespace
+}  // namespace tokamak
