@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <ostream>
 #include <set>
 
 #include "common/test_data.h"
@@ -22,6 +23,9 @@ struct VocabCase {
   Tokenizer::Kind kind;
   const char* pre;      // expected pre-tokenizer name for BPE
 };
+
+// gtest prints a parameter with this (else as raw bytes).
+void PrintTo(const VocabCase& c, std::ostream* os) { *os << c.gguf << " with " << c.vectors << "'s vectors"; }
 
 std::string vocab_path(const char* name) { return std::string("models/llama.cpp-vocab/ggml-vocab-") + name + ".gguf"; }
 
