@@ -156,9 +156,11 @@ void KvCache::set_length(int32_t seq, int64_t n_tokens) {
   }
   const int64_t written_end = std::max(t.n_tokens, t.step_end);
   if (n_tokens < written_end) {
-    // Ring rows hold positions [written_end - ring, written_end); later writes
-    // from n_tokens on overwrite those that age out, never ones still read.
-    t.recent_from = std::max(t.recent_from, written_end - layout().recent_ring_rows());
+    // Ring rows hold positions [written_end - ring, written_end); a position
+    // below that kept its row only if nothing overwrote it, so after the cut
+    // a row is current for positions >= n_tokens (rewritten from now on) or
+    // >= max(recent_from, written_end - ring) (untouched since written).
+    t.recent_from = std::min(n_tokens, std::max(t.recent_from, written_end - layout().recent_ring_rows()));
   }
   t.n_tokens = n_tokens;
   t.step_end = n_tokens;

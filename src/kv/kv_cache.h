@@ -54,7 +54,8 @@ class KvCache {
   // Valid until the sequence's table changes.
   kernels::KvView view(int32_t seq, int32_t layer) const;
   // Records that positions [0, n_tokens) hold KV. Cutting a sequence back
-  // keeps its blocks; ring rows that later positions overwrote become stale.
+  // keeps its blocks; ring rows that the cut positions overwrote become stale
+  // (attention reads those positions from the quantized blocks instead).
   void set_length(int32_t seq, int64_t n_tokens);
   // dst shares every block of src (refcounts + 1) and has its length; the
   // partly filled last block (and the ring) is copied when either writes it.
