@@ -78,6 +78,9 @@ const FixtureCase kCases[] = {
     {"fixtures/models/micro-llama-f16.gguf", "micro-llama-f16", ".deqf32.logits.f32", 2e-5f},
     {"fixtures/models/micro-llama-q8_0.gguf", "micro-llama-q8_0", ".deqf32.logits.f32", 2e-5f},
     {"fixtures/models/micro-llama-q4_0.gguf", "micro-llama-q4_0", ".deqf32.logits.f32", 2e-5f},
+    {"fixtures/models/micro-llama-bf16.gguf", "micro-llama-bf16", ".deqf32.logits.f32", 2e-5f},
+    {"fixtures/models/micro-llama-q4_k.gguf", "micro-llama-q4_k", ".deqf32.logits.f32", 2e-5f},
+    {"fixtures/models/micro-llama-q6_k.gguf", "micro-llama-q6_k", ".deqf32.logits.f32", 2e-5f},
     {"fixtures/models/stories260K-q8_0.gguf", "stories260K-q8_0", ".deqf32.logits.f32", 5e-5f},
     {"fixtures/models/stories260K-q4_0.gguf", "stories260K-q4_0", ".deqf32.logits.f32", 5e-5f},
 };
