@@ -164,7 +164,7 @@ int register_all() {
   // The scalar reference, for scale.
   for (DType t : {DType::Q4_0, DType::Q4_K}) {
     const std::string name = std::string("GemvScalar/") + std::string(dtype_name(t)) + "/ffn_up/threads:1";
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, 2048, 5632, 1, 1, kernels::Isa::Scalar); })
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, 2048, 5632, 1, 1, kernels::Isa::kScalar); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }

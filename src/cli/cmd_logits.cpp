@@ -22,6 +22,8 @@ constexpr OptionSpec kOptions[] = {
     {"-o,--output", "FILE", "where to write the float32 logits"},
     {"-t,--threads", "N", "threads (default 1)"},
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
+    {"--matmul", "MODE", "native: activations in the weights' partner format, as llama.cpp (default);"
+                         " f32: f32 activations (the fixtures' deqf32 arithmetic)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
@@ -68,7 +70,14 @@ int logits_main(int argc, char** argv) {
   layout.validate();
   kv::KvCache kv(layout, static_cast<int32_t>((ids.size() + layout.format.block_size - 1) / layout.format.block_size +
                                               layout.recent_blocks()));
-  Forward forward(model, pool);
+  kernels::MatmulOptions matmul;
+  const std::string mode = args.get_or("--matmul", "native");
+  if (mode == "f32") {
+    matmul.precision = kernels::MatmulPrecision::kF32;
+  } else if (mode != "native") {
+    throw Error("option --matmul: '" + mode + "' is not one of native, f32");
+  }
+  Forward forward(model, pool, matmul);
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));
   Batch batch;

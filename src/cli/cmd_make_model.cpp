@@ -20,20 +20,35 @@ namespace tokamak::cli {
 namespace {
 
 constexpr OptionSpec kOptions[] = {
-    {"--preset", "NAME", "model shape: tinyllama-1.1b, llama-3.2-1b or micro"},
+    {"--preset", "NAME", "model shape and architecture options (the presets are listed below)"},
     {"--type", "TYPE", "f32, f16, bf16, q8_0, q4_0, q4_k_m, ... (llama-quantize's mix; default f16)"},
     {"-o,--output", "FILE", "the GGUF file to write"},
     {"--vocab-from", "FILE", "copy this GGUF's tokenizer (and its vocabulary size)"},
+    {"--layers", "N", "override the preset's layer count (e.g. --layers 32 for the full mistral-7b)"},
     {"--seed", "N", "random seed (default 0)"},
     {"--pure", "", "every matrix in TYPE, no llama-quantize mix"},
     {"-t,--threads", "N", "threads (default: all cores)"},
     {"-h,--help", "", "show this help"},
 };
 
+// The preset table for --help: name, shape, and what the preset is.
+std::string preset_help() {
+  std::string out = "\npresets (micro ones are tiny models with a family's options, for tests):\n";
+  char line[256];
+  for (const ModelPreset& p : model_presets()) {
+    std::snprintf(line, sizeof line, "  %-16s %-5s %4d x %-2d layers, %2d/%-2d heads, vocab %6d  %.*s\n",
+                  std::string(p.name).c_str(), std::string(p.architecture).c_str(), p.n_embd, p.n_layers, p.n_heads,
+                  p.n_kv_heads, p.n_vocab, static_cast<int>(p.about.size()), p.about.data());
+    out += line;
+  }
+  return out;
+}
+
 int make_model_main(int argc, char** argv) {
   const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
   if (args.has("--help")) {
     std::fputs(usage_text("make-model", "--preset NAME [--type TYPE] -o FILE [options]", kOptions).c_str(), stdout);
+    std::fputs(preset_help().c_str(), stdout);
     return 0;
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
@@ -52,6 +67,7 @@ int make_model_main(int argc, char** argv) {
 
   MakeModelOptions options;
   options.preset = *preset;
+  options.preset.n_layers = static_cast<int32_t>(args.get_int("--layers", preset->n_layers, 1, 4096));
   options.ftype = *ftype;
   options.pure = args.has("--pure");
   options.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));

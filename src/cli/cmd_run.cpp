@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
+#include "cli/sampling_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/session.h"
@@ -28,61 +29,15 @@ constexpr OptionSpec kOptions[] = {
     {"-n,--n-predict", "N", "tokens to generate (default -1: until end of text or context)"},
     {"-c,--ctx-size", "N", "context size in tokens (default: the model's, at most 4096)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
-    {"--temp", "T", "temperature; 0 = greedy (default 0.8)"},
-    {"--top-k", "K", "keep the K most likely tokens; 0 = off (default 40)"},
-    {"--top-p", "P", "nucleus sampling; 1 = off (default 0.95)"},
-    {"--min-p", "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
-    {"--typical", "P", "locally typical sampling; 1 = off (default 1)"},
-    {"--repeat-penalty", "X", "llama-style repetition penalty; 1 = off (default 1)"},
-    {"--repeat-last-n", "N", "window of the penalties; -1 = all, 0 = off (default 64)"},
-    {"--frequency-penalty", "X", "OpenAI frequency penalty (default 0)"},
-    {"--presence-penalty", "X", "OpenAI presence penalty (default 0)"},
-    {"--logit-bias", "ID=BIAS", "add BIAS to token ID's logit (repeatable; -inf bans)"},
-    {"--seed", "N", "RNG seed (default: random)"},
-    {"--rng", "KIND", "default | llama2c (llama2.c's xorshift RNG and top-p procedure)"},
+    kSamplingOptions[0], kSamplingOptions[1], kSamplingOptions[2], kSamplingOptions[3], kSamplingOptions[4],
+    kSamplingOptions[5], kSamplingOptions[6], kSamplingOptions[7], kSamplingOptions[8], kSamplingOptions[9],
+    kSamplingOptions[10], kSamplingOptions[11],
     {"--stop", "STR", "stop when the text contains STR; it is not printed (repeatable)"},
     {"--n-probs", "N", "after the text, list each token's logprob and the top N alternatives on stderr"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kKvCacheOptions[5],
     {"-h,--help", "", "show this help"},
 };
-
-sampling::SamplingParams sampling_params(const ParsedArgs& args) {
-  sampling::SamplingParams p;
-  constexpr double kBig = 1e9;
-  p.temperature = static_cast<float>(args.get_float("--temp", p.temperature, 0.0, kBig));
-  p.top_k = static_cast<int>(args.get_int("--top-k", p.top_k, 0, std::numeric_limits<int>::max()));
-  p.top_p = static_cast<float>(args.get_float("--top-p", p.top_p, 0.0, 1.0));
-  p.min_p = static_cast<float>(args.get_float("--min-p", p.min_p, 0.0, 1.0));
-  p.typical_p = static_cast<float>(args.get_float("--typical", p.typical_p, 0.0, 1.0));
-  p.repeat_penalty = static_cast<float>(args.get_float("--repeat-penalty", p.repeat_penalty, 0.0, kBig));
-  p.repeat_last_n = static_cast<int>(args.get_int("--repeat-last-n", p.repeat_last_n, -1, 1 << 30));
-  p.frequency_penalty = static_cast<float>(args.get_float("--frequency-penalty", 0.0, -kBig, kBig));
-  p.presence_penalty = static_cast<float>(args.get_float("--presence-penalty", 0.0, -kBig, kBig));
-  for (const std::string& item : args.get_all("--logit-bias")) {
-    const size_t eq = item.find('=');
-    char* end_id = nullptr;
-    char* end_bias = nullptr;
-    const long id = eq == std::string::npos ? -1 : std::strtol(item.c_str(), &end_id, 10);
-    const std::string bias_text = eq == std::string::npos ? "" : item.substr(eq + 1);
-    const float bias = std::strtof(bias_text.c_str(), &end_bias);
-    if (eq == std::string::npos || end_id != item.c_str() + eq || id < 0 || bias_text.empty() || *end_bias != '\0') {
-      throw Error("option --logit-bias: '" + item + "' is not ID=BIAS");
-    }
-    p.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
-  }
-  if (args.has("--seed")) {
-    p.seed = static_cast<uint64_t>(args.get_int("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
-  }
-  const std::string rng = args.get_or("--rng", "default");
-  if (rng == "llama2c") {
-    p.rng = sampling::SamplingParams::Rng::Llama2c;
-  } else if (rng != "default") {
-    throw Error("option --rng: '" + rng + "' is not one of default, llama2c");
-  }
-  p.n_probs = static_cast<int>(args.get_int("--n-probs", 0, 0, std::numeric_limits<int>::max()));
-  return p;
-}
 
 // A token's text for the logprobs table: quoted, with quotes, backslashes,
 // control bytes and bytes that are not valid UTF-8 escaped.
@@ -155,17 +110,14 @@ int run_main(int argc, char** argv) {
   const int64_t n_predict = args.get_int("--n-predict", -1, -1, std::numeric_limits<int32_t>::max());
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
-  sampling::SamplingParams sparams = sampling_params(args);
+  sampling::SamplingParams sparams = sampling_params_from_args(args);
+  sparams.n_probs = static_cast<int>(args.get_int("--n-probs", 0, 0, std::numeric_limits<int>::max()));
   sparams.seed = sampling::resolve_seed(sparams.seed);
 
   const std::filesystem::path model_path = resolve_model_path(args);
   const Model model = Model::load(model_path);
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const ModelConfig& c = model.config();
-  if (tokenizer.n_vocab() != c.n_vocab) {
-    throw Error("the tokenizer has " + std::to_string(tokenizer.n_vocab()) + " tokens but the model " +
-                std::to_string(c.n_vocab));
-  }
   const int32_t n_ctx = static_cast<int32_t>(args.get_int("--ctx-size", std::min(c.n_ctx_train, 4096), 1, 1 << 24));
   const std::vector<int32_t> prompt = tokenizer.encode(args.get_or("--prompt", ""), tokenizer.add_bos());
   if (prompt.empty()) throw Error("the prompt is empty and the vocabulary has no BOS token to start from");

@@ -1,5 +1,6 @@
 // tokamak tokenize: the token ids of a text. Works on vocabulary-only GGUF
-// files (no tensors are needed) and on llama2.c checkpoints with -z.
+// files (no tensors are needed), on llama2.c checkpoints with -z, and on a
+// byte-level BPE vocab.json + merges pair (GPT-2's encoder.json / vocab.bpe).
 #include <cstdio>
 #include <string>
 
@@ -16,6 +17,10 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"-m,--model", "FILE", "GGUF file (a vocabulary-only one is enough) or llama2.c .bin"},
     {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin (for .bin checkpoints)"},
+    {"--vocab-json", "FILE", "byte-level BPE vocabulary {\"piece\": id} (instead of -m)"},
+    {"--merges", "FILE", "its merges, one \"left right\" per line (with --vocab-json)"},
+    {"--pre", "NAME", "pre-tokenizer for --vocab-json, as tokenizer.ggml.pre (default llama3)"},
+    {"--specials", "SET", "special tokens after the vocabulary: llama3 | none (default: llama3 with --pre llama3)"},
     {"-p,--prompt", "TEXT", "the text to tokenize"},
     {"--ids", "", "print only a JSON array of ids: [1, 2, 3]"},
     {"--no-bos", "", "do not add BOS even if the vocabulary asks for it"},
@@ -41,15 +46,30 @@ std::string quoted(const std::string& piece) {
 int tokenize_main(int argc, char** argv) {
   const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
   if (args.has("--help")) {
-    std::fputs(usage_text("tokenize", "-m MODEL -p TEXT [--ids] [--no-bos]", kOptions).c_str(), stdout);
+    std::fputs(usage_text("tokenize", "(-m MODEL | --vocab-json FILE --merges FILE) -p TEXT [--ids] [--no-bos]", kOptions)
+                   .c_str(),
+               stdout);
     return 0;
   }
   const std::optional<std::string> model_path = args.get("--model");
+  const std::optional<std::string> vocab_json = args.get("--vocab-json");
   const std::optional<std::string> text = args.get("--prompt");
-  if (!model_path || !text) throw Error("tokenize needs -m MODEL and -p TEXT (see --help)");
+  if ((!model_path && !vocab_json) || !text) {
+    throw Error("tokenize needs -m MODEL (or --vocab-json FILE --merges FILE) and -p TEXT (see --help)");
+  }
 
   std::optional<Tokenizer> tokenizer;
-  {
+  if (vocab_json) {
+    const std::optional<std::string> merges = args.get("--merges");
+    if (model_path) throw Error("give either -m or --vocab-json, not both");
+    if (!merges) throw Error("--vocab-json needs --merges FILE");
+    const std::string pre = args.get_or("--pre", "llama3");
+    const std::string specials = args.get_or("--specials", pre == "llama3" ? "llama3" : "none");
+    if (specials != "llama3" && specials != "none") throw Error("--specials " + specials + ": expected llama3 or none");
+    tokenizer = Tokenizer::from_bpe_files(*vocab_json, *merges, pre,
+                                          specials == "llama3" ? Tokenizer::llama3_special_tokens()
+                                                               : std::vector<std::string>{});
+  } else {
     std::FILE* f = std::fopen(model_path->c_str(), "rb");
     if (f == nullptr) throw Error(*model_path + ": cannot open");
     char magic[4] = {};
@@ -71,7 +91,12 @@ int tokenize_main(int argc, char** argv) {
     std::printf("%s]\n", line.c_str());
     return 0;
   }
-  for (const int32_t id : ids) std::printf("%6d -> %s\n", id, quoted(tokenizer->token_text(id)).c_str());
+  // Each id with the text it adds (special tokens shown as their text).
+  int32_t prev = -1;
+  for (const int32_t id : ids) {
+    std::printf("%6d -> %s\n", id, quoted(tokenizer->decode_piece(prev, id, true)).c_str());
+    prev = id;
+  }
   return 0;
 }
 

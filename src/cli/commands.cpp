@@ -5,6 +5,7 @@
 namespace tokamak::cli {
 
 int bench_command(int argc, char** argv);
+int chat_command(int argc, char** argv);
 int convert_command(int argc, char** argv);
 int logits_command(int argc, char** argv);
 int make_model_command(int argc, char** argv);
@@ -13,8 +14,9 @@ int run_command(int argc, char** argv);
 int tokenize_command(int argc, char** argv);
 
 std::span<const Command> commands() {
-  static constexpr std::array<Command, 7> kCommands{{
+  static constexpr std::array<Command, 8> kCommands{{
       {"run", "generate text from a prompt", run_command},
+      {"chat", "talk with a model, turn by turn, in its chat template", chat_command},
       {"tokenize", "print the token ids of a text", tokenize_command},
       {"logits", "write the logits of a token sequence as raw float32", logits_command},
       {"quantize", "rewrite a GGUF model with its weights in another type", quantize_command},

@@ -31,7 +31,12 @@ Tokenizer load_tokenizer(const Model& model, const std::filesystem::path& model_
                          const std::optional<std::string>& tokenizer_path) {
   if (model.format() == ModelFormat::Gguf) {
     if (tokenizer_path) throw Error("-z/--tokenizer is for llama2.c checkpoints; a GGUF file carries its own vocabulary");
-    return Tokenizer::from_gguf(*model.gguf());
+    Tokenizer tokenizer = Tokenizer::from_gguf(*model.gguf());
+    if (tokenizer.n_vocab() != model.config().n_vocab) {
+      throw Error(model_path.string() + ": the tokenizer has " + std::to_string(tokenizer.n_vocab()) +
+                  " tokens but the model " + std::to_string(model.config().n_vocab));
+    }
+    return tokenizer;
   }
   std::filesystem::path path;
   if (tokenizer_path) {

@@ -17,8 +17,9 @@ class ParsedArgs;
 // (progress bar on stderr). Reads HF_ENDPOINT, XDG_CACHE_HOME and HOME.
 std::filesystem::path resolve_model_path(const ParsedArgs& args);
 
-// GGUF: the file's own vocabulary. llama2.c: the -z file, else tokenizer.bin
-// beside the checkpoint; an error says to pass -z when neither exists.
+// GGUF: the file's own vocabulary (an error when its size is not the model's
+// n_vocab). llama2.c: the -z file, else tokenizer.bin beside the checkpoint;
+// an error says to pass -z when neither exists.
 Tokenizer load_tokenizer(const Model& model, const std::filesystem::path& model_path,
                          const std::optional<std::string>& tokenizer_path);
 

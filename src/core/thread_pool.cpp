@@ -38,9 +38,7 @@ bool spin_until(Pred pred) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
-  if (n_threads < 1 || n_threads > kMaxThreads) {
-    throw Error("thread count must be in 1.." + std::to_string(kMaxThreads) + ", got " + std::to_string(n_threads));
-  }
+  if (n_threads < 1) throw Error("thread count must be >= 1, got " + std::to_string(n_threads));
   claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(n_threads));
   for (int i = 0; i < n_threads; ++i) claimed_[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
   workers_.reserve(static_cast<size_t>(n_threads - 1));
@@ -49,8 +47,8 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  job_.fetch_add(uint64_t{1} << 8, std::memory_order_acq_rel);
-  job_.notify_all();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -73,15 +71,14 @@ void ThreadPool::run_claimed(int range) {
 }
 
 void ThreadPool::run(int64_t n, int n_ranges, Thunk thunk, void* ctx) {
+  n_ranges_ = n_ranges;
   thunk_ = thunk;
   ctx_ = ctx;
   n_ = n;
-  n_ranges_ = n_ranges;
-  remaining_.store(n_ranges, std::memory_order_relaxed);
-  const uint64_t generation = (job_.load(std::memory_order_relaxed) >> 8) + 1;
-  job_.store(generation << 8 | static_cast<uint64_t>(n_ranges), std::memory_order_release);
-  job_.notify_all();
-  for (int range = 0; range < n_ranges; ++range) {
+  remaining_.store(n_threads_, std::memory_order_relaxed);
+  const uint64_t generation = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  generation_.notify_all();
+  for (int range = 0; range < n_threads_; ++range) {
     if (try_claim(range, generation)) run_claimed(range);
   }
   if (!spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; })) {
@@ -94,12 +91,12 @@ void ThreadPool::run(int64_t n, int n_ranges, Thunk thunk, void* ctx) {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    if (!spin_until([&] { return job_.load(std::memory_order_acquire) != seen; })) {
-      job_.wait(seen, std::memory_order_acquire);
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+      generation_.wait(seen, std::memory_order_acquire);
     }
-    seen = job_.load(std::memory_order_acquire);
+    seen = generation_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
-    if (index < static_cast<int>(seen & 0xFF) && try_claim(index, seen >> 8)) run_claimed(index);
+    if (try_claim(index, seen)) run_claimed(index);
   }
 }
 

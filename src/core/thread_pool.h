@@ -11,7 +11,6 @@
 // (std::atomic::wait). No allocation per job.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,29 +21,29 @@ namespace tokamak {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // total threads, the caller included; 1..kMaxThreads
+  explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  static constexpr int kMaxThreads = 255;
 
-  // Calls fn(begin, end, index) on disjoint ranges covering [0, n), giving
-  // each range at least `grain` items (small jobs cost less on one thread
-  // than the wake-up of another). index in [0, size()) names the range;
-  // ranges depend only on n, grain and size(), never on timing. Two calls
-  // running at the same time never share an index, so scratch indexed by it
-  // is private to the call.
+  // Calls fn(begin, end, index) on disjoint ranges covering [0, n); index in
+  // [0, size()) names the range (ranges depend only on n, grain and size(),
+  // never on timing). Two calls running at the same time never share an
+  // index, so scratch indexed by it is private to the call. Each range gets
+  // at least `grain` items: a job too small to pay for a second thread's
+  // wake-up runs on the caller alone.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn, int64_t grain = 1) {
     if (n <= 0) return;
-    const int64_t g = std::max<int64_t>(grain, 1);
-    const int n_ranges = static_cast<int>(std::min<int64_t>(n_threads_, (n + g - 1) / g));
-    if (n_ranges == 1) {
+    const int64_t g = grain < 1 ? 1 : grain;
+    if (n_threads_ == 1 || n <= g) {
       fn(int64_t{0}, n, 0);
       return;
     }
+    const int64_t useful = (n + g - 1) / g;
+    const int n_ranges = useful < n_threads_ ? static_cast<int>(useful) : n_threads_;
     run(n, n_ranges, [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fn*>(ctx))(b, e, t); }, &fn);
   }
 
@@ -57,17 +56,15 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // The current job: its generation (bumped once per job, and at shutdown)
-  // << 8 | its number of ranges, one word so a worker reads both together.
-  std::atomic<uint64_t> job_{0};
-  std::atomic<int> remaining_{0};  // ranges of the current job not finished yet
+  std::atomic<uint64_t> generation_{0};  // of the current job; bumped once per job (and at shutdown)
+  std::atomic<int> remaining_{0};        // ranges of the current job not finished yet
   std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per range: the last generation it was claimed in
   std::atomic<bool> stop_{false};
-  // The current job; written before job_ is bumped.
+  // The current job; written before generation_ is bumped.
   Thunk thunk_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
-  int n_ranges_ = 1;  // as in job_, for whoever runs a claimed range
+  int n_ranges_ = 1;  // ranges [n_ranges_, size()) of the job are empty
 };
 
 }  // namespace tokamak

@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -39,6 +40,17 @@ void Session::defer(int32_t token) {
   tokens_.push_back(token);
 }
 
+void Session::truncate(int64_t n) {
+  if (n < 0 || n > size()) {
+    throw Error("cannot truncate a session of " + std::to_string(size()) + " tokens to " + std::to_string(n));
+  }
+  if (n < n_past_) {
+    kv_.set_length(0, n);
+    n_past_ = n;
+  }
+  tokens_.resize(static_cast<size_t>(n));
+}
+
 std::span<const float> Session::append(std::span<const int32_t> tokens) {
   const int64_t total = size() + static_cast<int64_t>(tokens.size());
   if (total > n_ctx_) {
@@ -66,6 +78,7 @@ std::string_view stop_reason_name(StopReason r) {
     case StopReason::MaxTokens: return "max tokens";
     case StopReason::ContextFull: return "context full";
     case StopReason::StopString: return "stop string";
+    case StopReason::Cancelled: return "interrupted";
   }
   return "unknown";
 }
@@ -95,10 +108,16 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::
   start = std::chrono::steady_clock::now();
   if (options.n_predict == 0) result.stop = StopReason::MaxTokens;
   while (options.n_predict != 0) {
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+      result.stop = StopReason::Cancelled;
+      break;
+    }
     const int32_t token = sampler.sample(logits);
     ++result.n_generated;
     if (options.on_token) options.on_token(token);
-    const bool end = tokenizer.is_end_of_generation(token) || (options.stop_at_bos && token == tokenizer.bos());
+    const bool end = tokenizer.is_end_of_generation(token) || (options.stop_at_bos && token == tokenizer.bos()) ||
+                     std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) !=
+                         options.stop_tokens.end();
     const bool stopped = !end && emit(stream.push(token));
     const bool last = end || stopped || (options.n_predict > 0 && result.n_generated >= options.n_predict);
     result.stop = end ? StopReason::EndOfGeneration : stopped ? StopReason::StopString : StopReason::MaxTokens;

@@ -3,6 +3,7 @@
 // across turns so that only each new turn is prefilled.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -39,6 +40,13 @@ class Session {
   // Appends a token whose K/V is computed only by the next append(): the last
   // token of an answer, which the next turn starts after.
   void defer(int32_t token);
+  // Keeps the first n tokens and forgets the rest: their K/V positions are
+  // written over by the next append() (the blocks stay with the sequence).
+  // A chat whose template re-renders an earlier turn differently cuts back to
+  // where the texts agree. With a mixed-precision KV cache, kept positions
+  // whose f16 rows the cut ones overwrote are read from the quantized blocks
+  // from then on (KvCache::set_length). Throws tokamak::Error unless 0 <= n <= size().
+  void truncate(int64_t n);
 
   int64_t n_past() const { return n_past_; }  // positions in the KV cache
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }  // with deferred tokens
@@ -56,7 +64,7 @@ class Session {
   int64_t n_past_ = 0;           // tokens_[0, n_past_) have K/V in the cache
 };
 
-enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, StopString };
+enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, StopString, Cancelled };
 std::string_view stop_reason_name(StopReason r);
 
 struct GenerateOptions {
@@ -66,6 +74,12 @@ struct GenerateOptions {
   // StopStringMatcher): the first to complete ends generation, and the streamed
   // text is everything before it (no byte of it is ever streamed). Not empty strings.
   std::vector<std::string> stop;
+  // More tokens that end generation like EOS (e.g. a chat template's
+  // end-of-turn token when the vocabulary does not mark it as EOT).
+  std::vector<int32_t> stop_tokens;
+  // Read before each token is sampled: true ends generation (StopReason::Cancelled)
+  // with every token so far in the KV cache. Another thread (a Ctrl-C watcher) sets it.
+  const std::atomic<bool>* cancel = nullptr;
   // Called with each sampled token right after sample(), before its text is
   // streamed: the place to read the sampler's last_logprobs().
   std::function<void(int32_t token)> on_token;

@@ -37,8 +37,8 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
 void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial) {
 #if TOKAMAK_HAVE_X86_SIMD
-  if (isa_has_avx512(isa) && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);
-  if (isa_has_avx2(isa) && dims.head_dim % 8 == 0) return attention_chunk_avx2(dims, kv, tile, chunk, partial);
+  if (isa >= Isa::kAvx512 && isa != Isa::kNeon && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);
+  if (isa >= Isa::kAvx2 && isa != Isa::kNeon && dims.head_dim % 8 == 0) return attention_chunk_avx2(dims, kv, tile, chunk, partial);
 #endif
   attention_chunk_scalar(dims, kv, tile, chunk, partial);
 }

@@ -24,33 +24,33 @@ bool cpu_has(Isa isa) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
   switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return avx2;
-    case Isa::Avx512: return avx512;
-    case Isa::Avx512Vnni: return vnni;
-    case Isa::Avx512Bf16: return vnni && __builtin_cpu_supports("avx512bf16");
-    case Isa::Neon: return false;
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512: return avx512;
+    case Isa::kAvx512Vnni: return vnni;
+    case Isa::kAvx512Bf16: return vnni && __builtin_cpu_supports("avx512bf16");
+    case Isa::kNeon: return false;
   }
   return false;
 }
 #elif defined(__aarch64__)
-bool cpu_has(Isa isa) { return isa == Isa::Scalar || isa == Isa::Neon; }
+bool cpu_has(Isa isa) { return isa == Isa::kScalar || isa == Isa::kNeon; }
 #else
-bool cpu_has(Isa isa) { return isa == Isa::Scalar; }
+bool cpu_has(Isa isa) { return isa == Isa::kScalar; }
 #endif
 
-constexpr Isa kAll[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Neon};
+constexpr Isa kAll[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16, Isa::kNeon};
 
 }  // namespace
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx512Vnni: return "avx512_vnni";
-    case Isa::Avx512Bf16: return "avx512_bf16";
-    case Isa::Neon: return "neon";
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Vnni: return "avx512_vnni";
+    case Isa::kAvx512Bf16: return "avx512_bf16";
+    case Isa::kNeon: return "neon";
   }
   return "?";
 }
@@ -63,7 +63,7 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  Isa best = Isa::Scalar;
+  Isa best = Isa::kScalar;
   for (Isa isa : kAll) {
     if (isa_supported(isa)) best = isa;
   }

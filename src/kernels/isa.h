@@ -1,9 +1,10 @@
-// Instruction sets the SIMD kernels are built for, and which ones this CPU runs.
-// Each SIMD variant lives in its own file whose functions carry a target
-// attribute (TOKAMAK_TARGET_* below), so the library builds for baseline
-// x86-64 and picks a variant at run time (CPUID, including the OS's support
-// for the register state). A caller chooses once (best_isa()) and passes the
-// choice down; tests run every supported variant against the references.
+// Instruction-set variants of the SIMD kernels. One binary carries every
+// variant its target architecture can have; the fastest one the CPU supports
+// is chosen at run time (CPUID, including the OS's register-state support).
+// Each SIMD variant lives in its own files, compiled inside a target region
+// (TOKAMAK_TARGET_REGION_* below), so the library builds for baseline x86-64.
+// A caller chooses once (best_isa()) and passes the choice down; tests run
+// every supported variant against the references.
 #pragma once
 
 #include <string_view>
@@ -11,28 +12,24 @@
 
 namespace tokamak::kernels {
 
-// On x86-64 each level includes the ones before it; Neon is the only vector
-// level of an AArch64 build.
+// In increasing order of capability on x86-64; each level includes the ones
+// below it. kNeon is the only vector level of an AArch64 build.
 enum class Isa {
-  Scalar,      // portable C++: the reference every variant is tested against
-  Avx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
-  Avx512,      // + AVX-512 F/BW/VL/DQ (Skylake-SP)
-  Avx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
-  Avx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
-  Neon,        // AArch64 Advanced SIMD
+  kScalar,      // portable C++; the reference every variant is tested against
+  kAvx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
+  kAvx512,      // + AVX-512 F/BW/VL/DQ (Skylake-X)
+  kAvx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
+  kAvx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
+  kNeon,        // AArch64 Advanced SIMD
 };
 
-std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "neon"
-// True when this CPU can run the variant (and the build has it).
+std::string_view isa_name(Isa isa);
+// True when this binary has the variant and this CPU can run it.
 bool isa_supported(Isa isa);
 // The most capable supported variant.
 Isa best_isa();
-// Every supported variant, narrowest first.
+// Every supported variant, kScalar first.
 std::vector<Isa> supported_isas();
-
-// Whether a variant includes the AVX2 (resp. AVX-512 F/BW/VL/DQ) level.
-inline bool isa_has_avx2(Isa isa) { return isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
-inline bool isa_has_avx512(Isa isa) { return isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
 
 }  // namespace tokamak::kernels
 

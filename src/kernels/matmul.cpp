@@ -122,6 +122,7 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     if (t.act_slot >= 0) t.act = scratch_.data() + offsets[static_cast<size_t>(t.act_slot)];
   }
   if (n_formats > 0) {
+    const int64_t token_grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, k));
     pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
       for (int f = 0; f < n_formats; ++f) {
         const ActFormat fmt = formats[static_cast<size_t>(f)];
@@ -130,7 +131,7 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
           quantize_act_row(fmt, x + t * k, scratch_.data() + offsets[static_cast<size_t>(f)] + static_cast<size_t>(t) * stride, k);
         }
       }
-    });
+    }, token_grain);
   }
 
   // Rows of all targets go out in chunks that threads claim as they finish
@@ -147,6 +148,11 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     first_chunk[static_cast<size_t>(j) + 1] = first_chunk[static_cast<size_t>(j)] + (t.n_rows + rows - 1) / rows;
   }
   const int64_t n_chunks = first_chunk[static_cast<size_t>(n_targets)];
+  // Below ~64K multiply-adds in all, a second thread's wake-up costs more than
+  // it saves (stories260K's rows are 64 wide): the caller does it alone.
+  int64_t work = 0;
+  for (int j = 0; j < n_targets; ++j) work += targets[static_cast<size_t>(j)].n_rows * k * n_tokens;
+  const int64_t grain = work < (int64_t{1} << 16) ? n_threads : 1;
   std::atomic<int64_t> next_chunk{0};
   pool.parallel_for(n_threads, [&](int64_t, int64_t, int) {
     int j = 0;

@@ -252,22 +252,22 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
   // Each case tries its own table, then falls through to the next lower variant.
   GemmKernel k;
   switch (isa) {
-    case Isa::Neon:
+    case Isa::kNeon:
       if ((k = gemm_kernel_neon(t)).fn != nullptr) return k;
       break;
-    case Isa::Avx512Bf16:
+    case Isa::kAvx512Bf16:
       if ((k = gemm_kernel_avx512_bf16(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::Avx512Vnni:
+    case Isa::kAvx512Vnni:
       if ((k = gemm_kernel_avx512_vnni(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::Avx512:
+    case Isa::kAvx512:
       if ((k = gemm_kernel_avx512(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::Avx2:
+    case Isa::kAvx2:
       if ((k = gemm_kernel_avx2(t)).fn != nullptr) return k;
       break;
-    case Isa::Scalar: break;
+    case Isa::kScalar: break;
   }
   return gemm_kernel_scalar(t);
 }

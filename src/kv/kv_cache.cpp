@@ -43,7 +43,7 @@ void KvCache::prepare_write(int32_t seq, int64_t begin, int64_t end) {
   const int64_t bs = l.format.block_size;
   for (int64_t b = begin / bs; b < (end + bs - 1) / bs; ++b) make_private(t.blocks[static_cast<size_t>(b)]);
   t.step_end = std::max(t.n_tokens, end);
-  if (!l.has_recent() || begin == end) return;
+  if (!l.has_recent() || begin == end) return check_table(seq);
   if (t.recent.empty()) {  // all of the ring or none of it
     std::vector<int32_t> ring;
     try {
@@ -57,16 +57,16 @@ void KvCache::prepare_write(int32_t seq, int64_t begin, int64_t end) {
   // Only positions among the newest ring_rows of the step reach the ring.
   const int64_t ring = l.recent_ring_rows();
   const int64_t first = std::max(begin, t.step_end - ring);
-  if (first >= end) return;
   if (end - first >= ring) {
     for (int32_t& b : t.recent) make_private(b);
-    return;
+  } else {
+    const int64_t rows = l.recent_block_rows();
+    for (int64_t p = first; p < end; ++p) {
+      const int64_t r = p % ring;
+      if (p == first || r % rows == 0) make_private(t.recent[static_cast<size_t>(r / rows)]);
+    }
   }
-  const int64_t rows = l.recent_block_rows();
-  for (int64_t p = first; p < end; ++p) {
-    const int64_t r = p % ring;
-    if (p == first || r % rows == 0) make_private(t.recent[static_cast<size_t>(r / rows)]);
-  }
+  check_table(seq);
 }
 
 void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
@@ -156,12 +156,15 @@ void KvCache::set_length(int32_t seq, int64_t n_tokens) {
   }
   const int64_t written_end = std::max(t.n_tokens, t.step_end);
   if (n_tokens < written_end) {
-    // Ring rows hold positions [written_end - ring, written_end); later writes
-    // from n_tokens on overwrite those that age out, never ones still read.
-    t.recent_from = std::max(t.recent_from, written_end - layout().recent_ring_rows());
+    // Ring rows hold positions [written_end - ring, written_end); a position
+    // below that kept its row only if nothing overwrote it, so after the cut
+    // a row is current for positions >= n_tokens (rewritten from now on) or
+    // >= max(recent_from, written_end - ring) (untouched since written).
+    t.recent_from = std::min(n_tokens, std::max(t.recent_from, written_end - layout().recent_ring_rows()));
   }
   t.n_tokens = n_tokens;
   t.step_end = n_tokens;
+  check_table(seq);
 }
 
 void KvCache::fork(int32_t src, int32_t dst) {
@@ -175,6 +178,7 @@ void KvCache::fork(int32_t src, int32_t dst) {
   BlockTable& t = mutable_table(dst);
   t = source;
   t.step_end = t.n_tokens;
+  check_table(dst);
 }
 
 void KvCache::free_sequence(int32_t seq) {
@@ -184,20 +188,30 @@ void KvCache::free_sequence(int32_t seq) {
   t = BlockTable{};
 }
 
+void KvCache::check_table(int32_t seq) const {
+  const BlockTable& t = table(seq);
+  // Built only when an invariant fails: this runs every decode step, which allocates nothing.
+  const auto who = [seq] { return "KV cache invariant broken: sequence " + std::to_string(seq); };
+  if (t.n_tokens < 0 || t.n_tokens > static_cast<int64_t>(t.blocks.size()) * layout().format.block_size) {
+    throw Error(who() + " holds " + std::to_string(t.n_tokens) + " positions in " + std::to_string(t.blocks.size()) +
+                " blocks");
+  }
+  if (!t.recent.empty() && static_cast<int32_t>(t.recent.size()) != layout().recent_blocks()) {
+    throw Error(who() + " has a ring of " + std::to_string(t.recent.size()) + " blocks");
+  }
+  for (const auto* list : {&t.blocks, &t.recent}) {
+    for (int32_t b : *list) {
+      if (pool_.refcount(b) < 1) throw Error(who() + " names free block " + std::to_string(b));
+    }
+  }
+}
+
 void KvCache::check_invariants() const {
   pool_.check_invariants();
   std::vector<int32_t> refs(static_cast<size_t>(pool_.n_blocks()), 0);
-  const int64_t bs = layout().format.block_size;
   for (size_t s = 0; s < tables_.size(); ++s) {
     const BlockTable& t = tables_[s];
-    if (t.n_tokens > static_cast<int64_t>(t.blocks.size()) * bs) {
-      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " holds " + std::to_string(t.n_tokens) +
-                  " positions in " + std::to_string(t.blocks.size()) + " blocks");
-    }
-    if (!t.recent.empty() && static_cast<int32_t>(t.recent.size()) != layout().recent_blocks()) {
-      throw Error("KV cache invariant broken: sequence " + std::to_string(s) + " has a ring of " +
-                  std::to_string(t.recent.size()) + " blocks");
-    }
+    check_table(static_cast<int32_t>(s));
     for (const auto* list : {&t.blocks, &t.recent}) {
       for (int32_t b : *list) {
         if (b < 0 || b >= pool_.n_blocks())

@@ -54,7 +54,8 @@ class KvCache {
   // Valid until the sequence's table changes.
   kernels::KvView view(int32_t seq, int32_t layer) const;
   // Records that positions [0, n_tokens) hold KV. Cutting a sequence back
-  // keeps its blocks; ring rows that later positions overwrote become stale.
+  // keeps its blocks; ring rows that the cut positions overwrote become stale
+  // (attention reads those positions from the quantized blocks instead).
   void set_length(int32_t seq, int64_t n_tokens);
   // dst shares every block of src (refcounts + 1) and has its length; the
   // partly filled last block (and the ring) is copied when either writes it.
@@ -74,6 +75,10 @@ class KvCache {
   BlockTable& mutable_table(int32_t seq);
   // Replaces `block` by a private copy when it is shared.
   void make_private(int32_t& block);
+  // O(table) invariants of one sequence, checked at the end of each mutation:
+  // its length fits its blocks, its ring is whole or absent, and every block
+  // it names is referenced. Throws tokamak::Error naming the sequence.
+  void check_table(int32_t seq) const;
 
   BlockPool pool_;
   std::vector<BlockTable> tables_;  // indexed by sequence id

@@ -13,14 +13,42 @@
 namespace tokamak {
 namespace {
 
+// Real shapes from the models' config.json (hidden_size, intermediate_size,
+// num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
+// max_position_embeddings, rope_theta, rms_norm_eps, tie_word_embeddings,
+// sliding_window). The micro presets keep a family's options (architecture,
+// head_dim, GQA group, tied output, rope base, eps, window) at sizes a test can
+// check against a plain reference in well under a second; n_embd and n_ff
+// are multiples of 256 exactly where the real model's are, so the K-quant
+// fallbacks happen to the same tensors.
 constexpr ModelPreset kPresets[] = {
-    // name            n_embd n_ff  layers heads kv  vocab   ctx     rope base  eps   tied  llama3 rope
-    {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false},
-    {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true, 32.0f},
-    {"micro", 256, 768, 4, 8, 2, 512, 512, 10000.0f, 1e-5f, false},
+    // name             arch     n_embd n_ff  layers heads kv  vocab   ctx     rope base  eps    tied  llama3 window
+    {"tinyllama-1.1b", "llama", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false, 0.0f, 0,
+     "TinyLlama-1.1B (Llama 2 layout)"},
+    {"llama-3.2-1b", "llama", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true, 32.0f, 0,
+     "Llama-3.2-1B: tied output, Llama 3 RoPE frequency factors"},
+    {"qwen2.5-0.5b", "qwen2", 896, 4864, 24, 14, 2, 151936, 32768, 1000000.0f, 1e-6f, true, 0.0f, 0,
+     "Qwen2.5-0.5B: NEOX RoPE, QKV biases, tied output"},
+    {"smollm2-360m", "llama", 960, 2560, 32, 15, 5, 49152, 8192, 100000.0f, 1e-5f, true, 0.0f, 0,
+     "SmolLM2-360M: tied output"},
+    {"mistral-7b", "llama", 4096, 14336, 2, 32, 8, 32000, 32768, 1000000.0f, 1e-5f, false, 0.0f, 0,
+     "Mistral-7B v0.2 at 2 of its 32 layers (--layers 32 for all)"},
+    {"mistral-7b-v0.1", "llama", 4096, 14336, 2, 32, 8, 32000, 32768, 10000.0f, 1e-5f, false, 0.0f, 4096,
+     "Mistral-7B v0.1 (sliding window 4096) at 2 of its 32 layers"},
+    {"micro", "llama", 256, 768, 4, 8, 2, 512, 512, 10000.0f, 1e-5f, false, 0.0f, 0,
+     "tiny Llama 2 (the shapes of ../shared/fixtures' micro-llama)"},
+    {"llama3-micro", "llama", 256, 1024, 2, 4, 1, 512, 131072, 500000.0f, 1e-5f, true, 32.0f, 0,
+     "tiny llama-3.2-1b: head_dim 64, GQA 4, tied, RoPE factors"},
+    {"qwen2-micro", "qwen2", 448, 1280, 2, 7, 1, 512, 32768, 1000000.0f, 1e-6f, true, 0.0f, 0,
+     "tiny qwen2.5-0.5b: head_dim 64, GQA 7, NEOX, biases, tied"},
+    {"smollm2-micro", "llama", 192, 512, 2, 3, 1, 512, 8192, 100000.0f, 1e-5f, true, 0.0f, 0,
+     "tiny smollm2-360m: head_dim 64, GQA 3, tied"},
+    {"mistral-micro", "llama", 512, 1792, 2, 4, 1, 512, 32768, 10000.0f, 1e-5f, false, 0.0f, 16,
+     "tiny mistral-7b-v0.1: head_dim 128, GQA 4, sliding window 16"},
 };
 
 constexpr float kNormNoise = 0.02f;
+constexpr float kBiasSigma = 0.1f;
 constexpr uint32_t kQuantizationVersion = 2;
 
 // splitmix64: a full-period 64-bit generator whose outputs are well mixed even
@@ -80,6 +108,9 @@ std::vector<float> llama3_rope_factors(const ModelPreset& p) {
   return factors;
 }
 
+// qwen2 loads attn_{q,k,v}.bias in every layer; the llama layout has none.
+bool has_qkv_bias(const ModelPreset& p) { return p.architecture == "qwen2"; }
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> ne;  // GGML order: ne[0] = input dimension
@@ -98,6 +129,11 @@ std::vector<TensorSpec> tensor_specs(const ModelPreset& p, int64_t n_vocab) {
     specs.push_back({b + "attn_q.weight", {p.n_embd, q_dim}});
     specs.push_back({b + "attn_k.weight", {p.n_embd, kv_dim}});
     specs.push_back({b + "attn_v.weight", {p.n_embd, kv_dim}});
+    if (has_qkv_bias(p)) {
+      specs.push_back({b + "attn_q.bias", {q_dim}});
+      specs.push_back({b + "attn_k.bias", {kv_dim}});
+      specs.push_back({b + "attn_v.bias", {kv_dim}});
+    }
     specs.push_back({b + "attn_output.weight", {q_dim, p.n_embd}});
     specs.push_back({b + "ffn_norm.weight", {p.n_embd}});
     specs.push_back({b + "ffn_gate.weight", {p.n_embd, p.n_ff}});
@@ -115,6 +151,10 @@ void check_preset(const ModelPreset& p) {
   if (p.n_embd % p.n_heads != 0 || p.n_heads % p.n_kv_heads != 0) {
     throw Error(where + "n_embd must divide by n_heads and n_heads by n_kv_heads");
   }
+  if (p.architecture != "llama" && p.architecture != "mistral" && p.architecture != "qwen2") {
+    throw Error(where + "architecture '" + std::string(p.architecture) + "' is not llama, mistral or qwen2");
+  }
+  if (p.sliding_window < 0) throw Error(where + "sliding window " + std::to_string(p.sliding_window) + " < 0");
 }
 
 int64_t vocab_size(const MakeModelOptions& o) {
@@ -126,22 +166,25 @@ int64_t vocab_size(const MakeModelOptions& o) {
   return static_cast<int64_t>(tokens->strings.size());
 }
 
-// Metadata in the order llama.cpp's converter writes it.
+// Metadata in the order llama.cpp's converter writes it (which leaves out
+// vocab_size and rope.dimension_count for qwen2).
 void set_metadata(io::GgufWriter& w, const MakeModelOptions& o, int64_t n_vocab) {
   const ModelPreset& p = o.preset;
-  w.set_string("general.architecture", "llama");
+  const std::string a(p.architecture);
+  w.set_string("general.architecture", a);
   w.set_string("general.name", std::string(p.name) + " (random weights, seed " + std::to_string(o.seed) + ")");
-  w.set_u32("llama.context_length", static_cast<uint32_t>(p.n_ctx_train));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(p.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(p.n_layers));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(p.n_ff));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_heads));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(p.n_heads));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(p.n_kv_heads));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", p.rms_eps);
-  w.set_f32("llama.rope.freq_base", p.rope_freq_base);
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx_train));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layers));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  if (a != "qwen2") w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(p.n_embd / p.n_heads));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(p.n_heads));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_kv_heads));
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  w.set_f32(a + ".rope.freq_base", p.rope_freq_base);
+  if (p.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
   w.set_u32("general.file_type", static_cast<uint32_t>(o.ftype));
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  if (a != "qwen2") w.set_u32(a + ".vocab_size", static_cast<uint32_t>(n_vocab));
   if (o.vocab_from != nullptr) {
     for (const io::GgufKeyValue& kv : o.vocab_from->metadata()) {
       if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);
@@ -231,9 +274,10 @@ void make_model(const MakeModelOptions& options, const std::filesystem::path& ou
       factors = llama3_rope_factors(options.preset);
       source = [&](int64_t, float*) -> const float* { return factors.data(); };
     } else {
-      const bool is_norm = s.ne.size() == 1;
+      const bool is_norm = s.name.ends_with("_norm.weight");
+      const bool is_bias = s.name.ends_with(".bias");
       const float mean = is_norm ? 1.0f : 0.0f;
-      const float sigma = is_norm ? kNormNoise : 1.0f / std::sqrt(static_cast<float>(ne0));
+      const float sigma = is_norm ? kNormNoise : is_bias ? kBiasSigma : 1.0f / std::sqrt(static_cast<float>(ne0));
       const uint64_t tensor_stream = options.seed ^ fnv1a(s.name);
       source = [=](int64_t row, float* scratch) -> const float* {
         uint64_t stream = tensor_stream + static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull;

@@ -5,8 +5,9 @@
 // count, and the same seed gives the same underlying model in every type.
 // Weights: matrices N(0, 1/n_in), so each projection keeps unit-scale
 // activations (token_embd too, which keeps tied logits near unit scale);
-// norm gains 1 + N(0, 0.02^2); rope_freqs (Llama 3) the real, computed factors. Tensors are generated and quantized one at a
-// time (memory: the largest output tensor plus a row per thread).
+// norm gains 1 + N(0, 0.02^2); QKV biases (qwen2) N(0, 0.1^2); rope_freqs
+// (Llama 3) the real, computed factors. Tensors are generated and quantized
+// one at a time (memory: the largest output tensor plus a row per thread).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,13 @@ namespace io {
 class GgufFile;
 }
 
+// The shape and architecture options of one real model (or a tiny model with
+// the same options, for tests). Fields map to GGUF metadata.
 struct ModelPreset {
   std::string_view name;
+  // general.architecture: "llama" (also Mistral's, as llama.cpp's converter
+  // writes it) or "qwen2" (NEOX RoPE, and the attn_{q,k,v}.bias it needs).
+  std::string_view architecture;
   int32_t n_embd;
   int32_t n_ff;
   int32_t n_layers;
@@ -42,9 +48,15 @@ struct ModelPreset {
   // Llama 3.1+ RoPE scaling factor (rope_freqs.weight, with the original context
   // 8192 and low/high frequency factors 1 and 4 of Meta's configs); 0: none.
   float llama3_rope_factor = 0.0f;
+  int32_t sliding_window = 0;  // <arch>.attention.sliding_window; 0: full causal attention
+  std::string_view about = {};  // one line for --help: what the preset is
 };
 
-// tinyllama-1.1b, llama-3.2-1b and micro (the shapes of fixtures' micro-llama).
+// The presets (`tokamak make-model --help` lists them): real shapes
+// (tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, smollm2-360m, mistral-7b at
+// reduced depth, mistral-7b-v0.1 with its sliding window) and tiny models
+// with each family's options for tests (micro, llama3-micro, qwen2-micro,
+// smollm2-micro, mistral-micro).
 std::span<const ModelPreset> model_presets();
 const ModelPreset* find_model_preset(std::string_view name);  // null when unknown
 std::string model_preset_names();                              // "a, b, c"

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "tokenizer/unicode.h"
 
 namespace tokamak::spm {
 
@@ -39,13 +40,6 @@ struct Below {
     return a.left > b.left;
   }
 };
-
-// llama.cpp takes a character's length from its lead byte alone, even when
-// the continuation bytes are missing (invalid UTF-8 then spans ASCII bytes).
-size_t lead_byte_length(unsigned char c) {
-  static constexpr size_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLen[c >> 4];
-}
 
 bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 
@@ -110,7 +104,7 @@ class Merger {
     work_ = text;
     symbols_.reserve(text.size());
     for (size_t pos = 0; pos < text.size();) {
-      const size_t len = std::min(lead_byte_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+      const size_t len = std::min(unicode::lead_byte_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
       add_symbol(pos, len, vocab_.find(text.substr(pos, len)));
       pos += len;
     }

@@ -36,6 +36,7 @@ Tokenizer Tokenizer::from_llama2c(const io::Llama2cVocab& source) {
   for (int b = 0; b < 256; ++b) {
     if (b + 3 < n_vocab) tokenizer.vocab_.byte_token[b] = b + 3;
   }
+  tokenizer.find_end_tokens();
   return tokenizer;
 }
 

@@ -27,9 +27,16 @@ struct Vocab {
   std::vector<TokenType> types;     // [n_vocab]
   std::array<int32_t, 256> byte_token{};  // byte -> its fallback token, -1 if none
 
+  // Special tokens matched in the input may swallow the spaces beside them
+  // (Phi-3's chat tokens strip the spaces that follow them).
+  enum Strip : uint8_t { kStripLeft = 1, kStripRight = 2 };
+  std::vector<uint8_t> strip;  // [n_vocab] Strip bits, or empty when no token strips
+
   int32_t bos = -1, eos = -1, unk = -1, eot = -1;  // -1: the vocabulary has none
+  int32_t sep = -1;              // WordPiece: [SEP], appended after a prompt's tokens
   bool add_bos = true;           // the model expects BOS before a prompt
   bool add_space_prefix = true;  // SPM's dummy prefix: encode "Hi" as "▁Hi"
+  std::vector<int32_t> eog;      // tokens that end generation (eos, eot, <|im_end|>, ...), sorted
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces.size()); }
   bool valid(int32_t id) const { return id >= 0 && id < n_vocab(); }

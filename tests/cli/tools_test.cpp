@@ -37,6 +37,30 @@ TEST(MakeModelCli, DeterministicBySeedAndRuns) {
   for (const fs::path& p : {a, b, c}) fs::remove(p);
 }
 
+// --layers overrides a preset's depth; --help lists every preset.
+TEST(MakeModelCli, LayersOverrideAndPresetList) {
+  const fs::path path = temp_file("tools_layers.gguf");
+  const auto r = run_command(
+      {tokamak_bin(), "make-model", "--preset", "smollm2-micro", "--layers", "3", "--type", "f32", "-o", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string bytes = read_text_file(path);
+  EXPECT_NE(bytes.find("blk.2.ffn_down.weight"), std::string::npos);
+  EXPECT_EQ(bytes.find("blk.3."), std::string::npos);
+  fs::remove(path);
+
+  const auto bad = run_command({tokamak_bin(), "make-model", "--preset", "micro", "--layers", "0", "-o", path});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--layers"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(path));
+
+  const auto help = run_command({tokamak_bin(), "make-model", "--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  for (const char* name : {"llama-3.2-1b", "qwen2.5-0.5b", "smollm2-360m", "mistral-7b", "mistral-7b-v0.1",
+                           "llama3-micro", "qwen2-micro", "smollm2-micro", "mistral-micro"}) {
+    EXPECT_NE(help.out.find(std::string("  ") + name + " "), std::string::npos) << name;
+  }
+}
+
 TEST(QuantizeCli, PureQ8_0IsByteIdenticalWithLlamaQuantize) {
   const fs::path out = temp_file("tools_q8.gguf");
   const auto r = run_command({tokamak_bin(), "quantize", "--pure", test_data("fixtures/models/micro-llama-f32.gguf"),

@@ -314,11 +314,11 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, MatmulVariant, ::testing::ValuesIn(suppor
                          [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
 
 TEST(MatmulIsa, BestIsSupportedAndScalarAlwaysIs) {
-  EXPECT_TRUE(isa_supported(Isa::Scalar));
+  EXPECT_TRUE(isa_supported(Isa::kScalar));
   EXPECT_TRUE(isa_supported(best_isa()));
-  EXPECT_EQ(supported_isas().front(), Isa::Scalar);
+  EXPECT_EQ(supported_isas().front(), Isa::kScalar);
 #if defined(__x86_64__)
-  EXPECT_FALSE(isa_supported(Isa::Neon));
+  EXPECT_FALSE(isa_supported(Isa::kNeon));
 #endif
 }
 

@@ -317,6 +317,27 @@ TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
   EXPECT_EQ(kv.pool().n_free(), 32);
 }
 
+TEST(KvCache, CuttingBackReadsFromTheRingEveryRowThatIsStillCurrent) {
+  const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);  // ring of 8 rows, reads the newest 5
+  KvCache kv(layout, 32);
+  write_positions(kv, 0, 0, 23);  // the ring holds positions 15..22
+  kv.set_length(0, 20);           // 15..19 keep their rows
+  EXPECT_EQ(kv.table(0).recent_from, 15);
+  write_positions(kv, 0, 20, 22, /*salt=*/1);
+  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 17);
+  // Positions 5..9 lost their rows to 13..17 long ago: read from q8. Positions
+  // 10.. are written again after the cut, so the ring has them current.
+  kv.set_length(0, 10);
+  EXPECT_EQ(kv.table(0).recent_from, 10);
+  write_positions(kv, 0, 10, 13, /*salt=*/2);
+  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 10);
+  for (int64_t p = 10; p < 13; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1), f16_rounded(expected_k(layout, p, 1, 1, 2)));
+  write_positions(kv, 0, 13, 16, /*salt=*/2);
+  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 11);
+  for (int64_t p = 11; p < 16; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1), f16_rounded(expected_k(layout, p, 1, 1, 2)));
+  kv.check_invariants();
+}
+
 TEST(KvCache, RandomOperationsKeepInvariantsAndEndWithEveryBlockFree) {
   for (const KvLayout& layout : {small_layout(4), small_layout(4, KvType::Q4, KvType::Q8, 6)}) {
     KvCache kv(layout, 64);

@@ -60,12 +60,12 @@ std::vector<int32_t> sequence_ids(const std::string& name) {
 }
 
 // Logits of every position of `ids`, as one batch or one token per step.
+// Matmuls keep f32 activations (the all-f32 arithmetic of the fixtures'
+// deqf32 files), so what differs between runs here is the KV storage alone.
 std::vector<float> logits(const Model& model, const std::vector<int32_t>& ids, const kv::KvFormat& f, bool incremental,
                           int threads = 1) {
   ThreadPool pool(threads);
   kv::KvCache kv(kv_layout_for(model.config(), f), 64);
-  // f32 activations in the matmuls, so only the KV format moves the logits
-  // away from the deqf32 fixtures.
   Forward forward(model, pool, {kernels::best_isa(), kernels::MatmulPrecision::kF32});
   std::vector<float> out;
   Batch batch;

@@ -146,8 +146,8 @@ const NativeCase kNativeCases[] = {
 
 // The scalar reference, the AVX2 fallback and the best variant of this CPU.
 std::vector<kernels::Isa> isas_to_check() {
-  std::vector<kernels::Isa> out = {kernels::Isa::Scalar};
-  if (kernels::isa_supported(kernels::Isa::Avx2)) out.push_back(kernels::Isa::Avx2);
+  std::vector<kernels::Isa> out = {kernels::Isa::kScalar};
+  if (kernels::isa_supported(kernels::Isa::kAvx2)) out.push_back(kernels::Isa::kAvx2);
   if (kernels::best_isa() != out.back()) out.push_back(kernels::best_isa());
   return out;
 }
@@ -187,12 +187,12 @@ INSTANTIATE_TEST_SUITE_P(QuantizedFixtures, NativeLogits, ::testing::ValuesIn(kN
                          });
 
 TEST(Logits, Avx2Q8_0ReproducesLlamaCppBitwise) {
-  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!kernels::isa_supported(kernels::Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   for (const char* name : {"micro-llama-q8_0", "stories260K-q8_0"}) {
     const Model model = Model::load(test_data(std::string("fixtures/models/") + name + ".gguf"));
     for (const std::string seq : {"A", "B"}) {
       const std::vector<float> native = read_f32_file(test_data(std::string("fixtures/logits/") + name + ".seq" + seq + ".logits.f32"));
-      EXPECT_EQ(compute_logits(model, sequence_ids(seq), false, 1, {kernels::Isa::Avx2, kernels::MatmulPrecision::kQuantized}), native)
+      EXPECT_EQ(compute_logits(model, sequence_ids(seq), false, 1, {kernels::Isa::kAvx2, kernels::MatmulPrecision::kQuantized}), native)
           << name << " seq" << seq;
     }
   }

@@ -220,12 +220,88 @@ TEST(MakeModel, PresetsHaveTheRealShapes) {
   EXPECT_EQ(params, 1100048384u);  // TinyLlama-1.1B's parameter count
 }
 
+// Parameter counts of the real models (Hugging Face's, from the safetensors):
+// every tensor of each family is there with its shape, the qwen2 biases too.
+size_t parameter_count(const ModelPreset& preset) {
+  MakeModelOptions o;
+  o.preset = preset;
+  o.ftype = FileType::AllF32;
+  size_t params = 0;
+  for (const MadeTensor& t : plan_model(o)) params += t.n_bytes / 4;
+  return params;
+}
+
+TEST(MakeModel, FamilyPresetsHaveTheRealParameterCounts) {
+  const ModelPreset& qwen = *find_model_preset("qwen2.5-0.5b");
+  EXPECT_EQ(qwen.architecture, "qwen2");
+  EXPECT_EQ(qwen.rms_eps, 1e-6f);
+  EXPECT_EQ(parameter_count(qwen), 494032768u);  // Qwen2.5-0.5B
+  EXPECT_EQ(parameter_count(*find_model_preset("smollm2-360m")), 361821120u);  // SmolLM2-360M
+  ModelPreset mistral = *find_model_preset("mistral-7b");
+  EXPECT_EQ(mistral.n_layers, 2);  // reduced depth by default
+  EXPECT_EQ(mistral.rope_freq_base, 1e6f);
+  EXPECT_EQ(mistral.sliding_window, 0);  // v0.2 dropped it
+  mistral.n_layers = 32;
+  EXPECT_EQ(parameter_count(mistral), 7241732096u);  // Mistral-7B
+  EXPECT_EQ(find_model_preset("mistral-7b-v0.1")->sliding_window, 4096);
+  EXPECT_EQ(find_model_preset("mistral-7b-v0.1")->rope_freq_base, 10000.0f);
+}
+
+// Each micro preset keeps its family's options; the head size and GQA group
+// too, so kernels see the same head layouts as with the real model.
+TEST(MakeModel, MicroPresetsKeepTheFamilyOptions) {
+  const std::pair<const char*, const char*> pairs[] = {{"llama3-micro", "llama-3.2-1b"},
+                                                       {"qwen2-micro", "qwen2.5-0.5b"},
+                                                       {"smollm2-micro", "smollm2-360m"},
+                                                       {"mistral-micro", "mistral-7b-v0.1"}};
+  for (const auto& [micro_name, real_name] : pairs) {
+    const ModelPreset& m = *find_model_preset(micro_name);
+    const ModelPreset& r = *find_model_preset(real_name);
+    SCOPED_TRACE(micro_name);
+    EXPECT_EQ(m.architecture, r.architecture);
+    EXPECT_EQ(m.n_embd / m.n_heads, r.n_embd / r.n_heads);
+    EXPECT_EQ(m.n_heads / m.n_kv_heads, r.n_heads / r.n_kv_heads);
+    EXPECT_EQ(m.tied_output, r.tied_output);
+    EXPECT_EQ(m.rope_freq_base, r.rope_freq_base);
+    EXPECT_EQ(m.rms_eps, r.rms_eps);
+    EXPECT_EQ(m.llama3_rope_factor, r.llama3_rope_factor);
+    EXPECT_EQ(m.sliding_window > 0, r.sliding_window > 0);
+    EXPECT_EQ(m.n_embd % 256 == 0, r.n_embd % 256 == 0);  // the same K-quant fallbacks
+    EXPECT_EQ(m.n_ff % 256 == 0, r.n_ff % 256 == 0);
+    EXPECT_LE(parameter_count(m), 8u << 20);  // tiny: a test reads them in f64 in well under a second
+  }
+}
+
+// qwen2 files are laid out as llama.cpp's converter writes them: no
+// vocab_size or rope.dimension_count keys, F32 biases beside quantized weights.
+TEST(MakeModel, Qwen2FileHasBiasesAndLoads) {
+  MakeModelOptions o;
+  o.preset = *find_model_preset("qwen2-micro");
+  o.ftype = FileType::Q8_0;
+  ThreadPool pool(2);
+  const fs::path path = temp_file("make_model_qwen2.gguf");
+  make_model(o, path, pool);
+  const io::GgufFile f = io::GgufFile::open(path);
+  EXPECT_FALSE(f.get_int("qwen2.vocab_size").has_value());
+  EXPECT_FALSE(f.get_int("qwen2.rope.dimension_count").has_value());
+  EXPECT_EQ(f.get_int("qwen2.embedding_length"), 448);
+  const io::GgufTensorInfo* bias = f.find_tensor("blk.1.attn_k.bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_EQ(bias->type, DType::F32);
+  EXPECT_EQ(bias->ne[0], 64);
+  const Model model = Model::load(path);
+  EXPECT_TRUE(model.config().qkv_bias);
+  EXPECT_EQ(model.config().rope_style, kernels::RopeStyle::Neox);
+  EXPECT_EQ(model.config().rms_eps, 1e-6f);
+  fs::remove(path);
+}
+
 // A Llama-3-style preset (tied output, rope_freqs): small here, the shapes of
 // llama-3.2-1b otherwise. The factors are Meta's: 1 for short wavelengths,
 // the scaling factor for long ones, smoothly between.
 TEST(MakeModel, Llama3RopeFactorsAndTiedOutput) {
   MakeModelOptions o;
-  o.preset = {"tiny-llama3", 128, 256, 2, 2, 1, 300, 256, 500000.0f, 1e-5f, true, 32.0f};
+  o.preset = {"tiny-llama3", "llama", 128, 256, 2, 2, 1, 300, 256, 500000.0f, 1e-5f, true, 32.0f};
   o.ftype = FileType::Q8_0;
   ThreadPool pool(2);
   const fs::path path = temp_file("make_model_llama3.gguf");

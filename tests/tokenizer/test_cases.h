@@ -63,11 +63,43 @@ inline std::vector<EncodeCase> llama_tokenizer_js_cases() {
   return cases;
 }
 
+// llama3_tokenizer_js_tests.json (npm llama3-tokenizer-js): each case's kind
+// and its JSON args as the file gives them.
+struct JsCase {
+  std::string kind;  // testEncodeAndDecode, testEncode, testDecode
+  nlohmann::json args;
+};
+inline std::vector<JsCase> llama3_tokenizer_js_cases() {
+  const auto j =
+      nlohmann::json::parse(read_text_file(test_data("models/llama3.2-tokenizer/llama3_tokenizer_js_tests.json")));
+  std::vector<JsCase> cases;
+  for (const auto& c : j["cases"]) cases.push_back({c["kind"], c["args"]});
+  return cases;
+}
+
+// The Llama 3 byte-level BPE from encoder.json + vocab.bpe, with the special
+// tokens 128000.. that llama3-tokenizer-js appends; loaded once per test executable.
+inline const Tokenizer& llama3_bpe() {
+  static const Tokenizer tok = Tokenizer::from_bpe_files(test_data("models/llama3.2-tokenizer/encoder.json"),
+                                                         test_data("models/llama3.2-tokenizer/vocab.bpe"), "llama3",
+                                                         Tokenizer::llama3_special_tokens());
+  return tok;
+}
+
 // llama.cpp's Llama 2 SentencePiece test vocabulary, loaded once per test executable.
 inline const Tokenizer& llama_spm() {
   static const Tokenizer tok =
       Tokenizer::from_gguf(io::GgufFile::open(test_data("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")));
   return tok;
+}
+
+// The words the pre-tokenizer `pre` cuts `text` into.
+inline std::vector<std::string> pre_tokenize(std::string_view pre, std::string_view text) {
+  Words words;
+  PreTokenizer::from_name(pre).split(text, words);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < words.size(); ++i) out.emplace_back(words[i]);
+  return out;
 }
 
 // The message of the tokamak::Error that `f` throws, or "(no error)".
