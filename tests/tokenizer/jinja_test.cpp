@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/jinja/pystr.h"
 #include "tokenizer/jinja/template.h"
 
 namespace tokamak {
@@ -472,6 +473,9 @@ b' | indent('> ', blank=true) }}|{{ '' | indent(first=true) }})~",
   b|a
 > 
 > b|    )~"},
+      {"[{{ '  x 　' | trim }}] [{{ '\t\n x \037' | trim }}] [{{ '  x '.strip() }}] [{{ '..x..' | trim('.') }}]",
+       R"~({})~",
+       R"~([x] [x] [x] [x])~"},
       {R"~({{ 'one two  three' | wordcount }} {{ 'ab' | center(6) }}| {{ 'abc' | center(6) }}| {{ '%s=%s' | format('k', 3) }} {{ {'k': 'v'} | attr('k') }})~",
        R"~({})~",
        R"~(3   ab  |  abc  | k=3 )~"},
@@ -831,6 +835,32 @@ TEST(JinjaValues, ArbitraryBytesInTextAndStrings) {
   const std::string bad = std::string("a\xff\xfe") + "b";
   EXPECT_EQ(render(bad + "{{ '" + bad + "' | length }}"), bad + "4");
   EXPECT_EQ(render("{{ '" + bad + "' | upper }}"), std::string("A\xff\xfe") + "B");
+}
+
+TEST(JinjaValues, StripAgreesWithForwardDecodingOnArbitraryBytes) {
+  // strip() decodes only the ends, backwards on the right; it must split the
+  // bytes exactly as a forward decode does, whatever they are.
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  const std::string spaces[] = {" ", "\t", "\n", "\xc2\xa0", "\xe2\x80\x83", "\xe3\x80\x80", "\x1f"};
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string s;
+    const int n = static_cast<int>(next() % 12);
+    for (int i = 0; i < n; ++i) {
+      if (next() % 3 == 0) {
+        s += spaces[next() % 7];
+      } else {
+        s.push_back(static_cast<char>(next() >> 24));
+      }
+    }
+    size_t end = 0;  // reference: after the last non-space code point, decoding forward
+    for (size_t i = 0; i < s.size();) {
+      const auto d = jinja::pystr::decode(s, i);
+      i += d.len;
+      if (!jinja::pystr::is_space(d.cp)) end = i;
+    }
+    ASSERT_EQ(jinja::pystr::strip(s, std::nullopt, false, true), s.substr(0, end)) << iter;
+  }
 }
 
 TEST(JinjaTemplate, ParsedTemplateRendersManyTimes) {
