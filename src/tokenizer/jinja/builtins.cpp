@@ -368,8 +368,9 @@ Value string_method(Interpreter& in, const Value& self, std::string_view name, C
       if (!first) out += s;
       out += self.is_markup() && !item.is_markup() ? escape_html(item.str()) : item.str();
       first = false;
-      in.budget().charge_string(out.size());
+      in.budget().check_size(out.size());
     }
+    in.budget().charge_string(out.size());
     return keep(std::move(out));
   }
   if (name == "removeprefix" || name == "removesuffix") {

@@ -208,7 +208,7 @@ Value f_indent(Interpreter& in, const Value& s, CallArgs& a) {
       if (v[2].truthy() || !lines[i].empty()) out += indent;
     }
     out += lines[i];
-    in.budget().charge_string(out.size());
+    in.budget().check_size(out.size());
   }
   if (v[1].truthy()) out.insert(0, indent);
   return keep_kind(in, s, std::move(out));
@@ -272,9 +272,9 @@ Value f_join(Interpreter& in, const Value& s, CallArgs& a) {
     if (!first) out += sep;
     out += to_str(v[1].is_none() ? item : get_path(item, v[1]));
     first = false;
-    in.budget().charge_string(out.size());
+    in.budget().check_size(out.size());
   }
-  return Value(std::move(out));
+  return str_value(in, std::move(out));
 }
 
 Value f_length(Interpreter&, const Value& s, CallArgs& a) {

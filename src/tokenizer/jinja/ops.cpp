@@ -9,11 +9,15 @@
 
 namespace tokamak::jinja {
 
-void Budget::charge_string(size_t bytes) {
+void Budget::check_size(size_t bytes) const {
   if (bytes > limits_.max_string_bytes) {
     limit_error("a string of " + std::to_string(bytes) + " bytes exceeds the limit of " +
                 std::to_string(limits_.max_string_bytes));
   }
+}
+
+void Budget::charge_string(size_t bytes) {
+  check_size(bytes);
   charge(1 + bytes / 16);
 }
 
