@@ -578,6 +578,9 @@ TEST(JinjaMethods, MatchesJinja2) {
       {R"~({{ content.split('</think>')[-1] }})~",
        R"~({"content": "<think>reasoning</think>Answer"})~",
        R"~(Answer)~"},
+      {R"~({{ '{} and {}'.format('a', 1) }} {{ '{1}{0}{1}'.format('a', 'b') }} {{ 'x={x}'.format(x=[1]) }} {{ '{{lit}} {}'.format(5) }} {{ '{0.role}/{0[content]}'.format(m) }} [{{ '{}'.format(u) }}])~",
+       R"~({"m": {"role": "user", "content": "hi"}})~",
+       R"~(a and 1 bab x=[1] {lit} 5 user/hi [])~"},
       {R"~({{ [1, 2, 1].count(1) }} {{ [1, 2].index(2) }} {{ 'a.b'.removeprefix('a.') }})~",
        R"~({})~",
        R"~(2 1 b)~"},
@@ -737,7 +740,7 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
     EXPECT_NE(e.detail().find(c.detail_part), std::string::npos) << e.what();
   }
   EXPECT_EQ(error_of("line\n{{ x | groupby('a') }}").pos().line, 2u);
-  EXPECT_EQ(error_of("{{ 'a'.format(1) }}").kind(), ErrorKind::Unsupported);
+  EXPECT_EQ(error_of("{{ '{:>5}'.format(1) }}").kind(), ErrorKind::Unsupported);
 }
 
 TEST(JinjaErrors, RuntimeErrorsPointAtTheExpression) {
