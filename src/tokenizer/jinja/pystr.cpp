@@ -165,7 +165,7 @@ Decoded decode_before(std::string_view s, size_t end) {
   while (k > 0 && end - k < 4 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
   const Decoded d = decode(s, k);
   if (k + d.len == end) return d;
-  return {0xDC00 + static_cast<unsigned char>(s[end - 1]), 1};
+  return {static_cast<char32_t>(0xDC00 + static_cast<unsigned char>(s[end - 1])), 1};
 }
 
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
