@@ -620,6 +620,9 @@ TEST(JinjaGenerators, MatchesJinja2) {
       {R"~({% set g = [1, 2, 3] | select('odd') %}{{ g | list }}{{ g | list }})~",
        R"~({})~",
        R"~([1, 3][])~"},
+      {R"~({% set unused = 5 | items %}{% set g = [{}] | unique %}{% if g %}truthy{% endif %} {{ [1, 'a'] | select('odd') is iterable }})~",
+       R"~({})~",
+       R"~(truthy True)~"},
       {R"~({% set g = [1, 2, 3] | map('string') %}{{ g | first }}{{ g | first }}{{ g | list }})~",
        R"~({})~",
        R"~(12['3'])~"},
@@ -673,6 +676,10 @@ TEST(JinjaErrors, MatchJinja2Messages) {
        R"~(Object of type generator is not JSON serializable)~"},  // TypeError
       {R"~({{ ([1] | map('string')) | length }})~", R"~({})~", jinja::ErrorKind::Runtime,
        R"~(object of type 'generator' has no len())~"},  // TypeError
+      {R"~({{ 5 | items | list }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~(Can only get item pairs from a mapping.)~"},  // TypeError
+      {R"~({{ [{}] | unique | list }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~(unhashable type: 'dict')~"},  // TypeError
       {R"~({{ raise_exception('custom message') }})~", R"~({})~", jinja::ErrorKind::Raised,
        R"~(custom message)~"},  // TemplateError
       {R"~({% macro m(a) %}{% endmacro %}{{ m(1, 2) }})~", R"~({})~", jinja::ErrorKind::Runtime,
