@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/jinja/pystr.h"
 #include "tokenizer/jinja/template.h"
 
 namespace tokamak {
@@ -472,6 +473,9 @@ b' | indent('> ', blank=true) }}|{{ '' | indent(first=true) }})~",
   b|a
 > 
 > b|    )~"},
+      {"[{{ '  x 　' | trim }}] [{{ '\t\n x \037' | trim }}] [{{ '  x '.strip() }}] [{{ '..x..' | trim('.') }}]",
+       R"~({})~",
+       R"~([x] [x] [x] [x])~"},
       {R"~({{ 'one two  three' | wordcount }} {{ 'ab' | center(6) }}| {{ 'abc' | center(6) }}| {{ '%s=%s' | format('k', 3) }} {{ {'k': 'v'} | attr('k') }})~",
        R"~({})~",
        R"~(3   ab  |  abc  | k=3 )~"},
@@ -574,6 +578,9 @@ TEST(JinjaMethods, MatchesJinja2) {
       {R"~({{ content.split('</think>')[-1] }})~",
        R"~({"content": "<think>reasoning</think>Answer"})~",
        R"~(Answer)~"},
+      {R"~({{ '{} and {}'.format('a', 1) }} {{ '{1}{0}{1}'.format('a', 'b') }} {{ 'x={x}'.format(x=[1]) }} {{ '{{lit}} {}'.format(5) }} {{ '{0.role}/{0[content]}'.format(m) }} [{{ '{}'.format(u) }}])~",
+       R"~({"m": {"role": "user", "content": "hi"}})~",
+       R"~(a and 1 bab x=[1] {lit} 5 user/hi [])~"},
       {R"~({{ [1, 2, 1].count(1) }} {{ [1, 2].index(2) }} {{ 'a.b'.removeprefix('a.') }})~",
        R"~({})~",
        R"~(2 1 b)~"},
@@ -613,6 +620,9 @@ TEST(JinjaGenerators, MatchesJinja2) {
       {R"~({% set g = [1, 2, 3] | select('odd') %}{{ g | list }}{{ g | list }})~",
        R"~({})~",
        R"~([1, 3][])~"},
+      {R"~({% set unused = 5 | items %}{% set g = [{}] | unique %}{% if g %}truthy{% endif %} {{ [1, 'a'] | select('odd') is iterable }})~",
+       R"~({})~",
+       R"~(truthy True)~"},
       {R"~({% set g = [1, 2, 3] | map('string') %}{{ g | first }}{{ g | first }}{{ g | list }})~",
        R"~({})~",
        R"~(12['3'])~"},
@@ -666,6 +676,10 @@ TEST(JinjaErrors, MatchJinja2Messages) {
        R"~(Object of type generator is not JSON serializable)~"},  // TypeError
       {R"~({{ ([1] | map('string')) | length }})~", R"~({})~", jinja::ErrorKind::Runtime,
        R"~(object of type 'generator' has no len())~"},  // TypeError
+      {R"~({{ 5 | items | list }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~(Can only get item pairs from a mapping.)~"},  // TypeError
+      {R"~({{ [{}] | unique | list }})~", R"~({})~", jinja::ErrorKind::Runtime,
+       R"~(unhashable type: 'dict')~"},  // TypeError
       {R"~({{ raise_exception('custom message') }})~", R"~({})~", jinja::ErrorKind::Raised,
        R"~(custom message)~"},  // TemplateError
       {R"~({% macro m(a) %}{% endmacro %}{{ m(1, 2) }})~", R"~({})~", jinja::ErrorKind::Runtime,
@@ -733,7 +747,7 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
     EXPECT_NE(e.detail().find(c.detail_part), std::string::npos) << e.what();
   }
   EXPECT_EQ(error_of("line\n{{ x | groupby('a') }}").pos().line, 2u);
-  EXPECT_EQ(error_of("{{ 'a'.format(1) }}").kind(), ErrorKind::Unsupported);
+  EXPECT_EQ(error_of("{{ '{:>5}'.format(1) }}").kind(), ErrorKind::Unsupported);
 }
 
 TEST(JinjaErrors, RuntimeErrorsPointAtTheExpression) {
@@ -831,6 +845,32 @@ TEST(JinjaValues, ArbitraryBytesInTextAndStrings) {
   const std::string bad = std::string("a\xff\xfe") + "b";
   EXPECT_EQ(render(bad + "{{ '" + bad + "' | length }}"), bad + "4");
   EXPECT_EQ(render("{{ '" + bad + "' | upper }}"), std::string("A\xff\xfe") + "B");
+}
+
+TEST(JinjaValues, StripAgreesWithForwardDecodingOnArbitraryBytes) {
+  // strip() decodes only the ends, backwards on the right; it must split the
+  // bytes exactly as a forward decode does, whatever they are.
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  const std::string spaces[] = {" ", "\t", "\n", "\xc2\xa0", "\xe2\x80\x83", "\xe3\x80\x80", "\x1f"};
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string s;
+    const int n = static_cast<int>(next() % 12);
+    for (int i = 0; i < n; ++i) {
+      if (next() % 3 == 0) {
+        s += spaces[next() % 7];
+      } else {
+        s.push_back(static_cast<char>(next() >> 24));
+      }
+    }
+    size_t end = 0;  // reference: after the last non-space code point, decoding forward
+    for (size_t i = 0; i < s.size();) {
+      const auto d = jinja::pystr::decode(s, i);
+      i += d.len;
+      if (!jinja::pystr::is_space(d.cp)) end = i;
+    }
+    ASSERT_EQ(jinja::pystr::strip(s, std::nullopt, false, true), s.substr(0, end)) << iter;
+  }
 }
 
 TEST(JinjaTemplate, ParsedTemplateRendersManyTimes) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <charconv>
 
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/ops.h"
@@ -305,6 +307,77 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix, const ch
   return one(affix);
 }
 
+// str.format with plain fields: {} {0} {name} {0.attr} {name[key]} and {{ }}.
+// Format specs and conversions ({:>8}, {!r}) are reported as unsupported.
+std::string str_format(const std::string& fmt, const CallArgs& a, bool escape_args) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    const char c = fmt[i];
+    if (c == '}') {
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
+        out.push_back('}');
+        ++i;
+        continue;
+      }
+      runtime_error("Single '}' encountered in format string");
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out.push_back('{');
+      ++i;
+      continue;
+    }
+    const size_t close = fmt.find('}', i);
+    if (close == std::string::npos) runtime_error("Single '{' encountered in format string");
+    const std::string field = fmt.substr(i + 1, close - i - 1);
+    i = close;
+    if (field.find_first_of(":!{") != std::string::npos) {
+      unsupported("str.format() with format specs or conversions ('{" + field + "}') is not supported");
+    }
+    const size_t path_at = std::min(field.find('.'), field.find('['));
+    const std::string head = field.substr(0, path_at);
+    Value v;
+    if (head.empty() || std::isdigit(static_cast<unsigned char>(head[0]))) {
+      size_t index = auto_index++;
+      if (!head.empty()) {
+        int64_t n = 0;
+        const auto r = std::from_chars(head.data(), head.data() + head.size(), n);
+        if (r.ec != std::errc() || r.ptr != head.data() + head.size()) runtime_error("bad format field '" + field + "'");
+        index = static_cast<size_t>(n);
+      }
+      if (index >= a.pos.size()) runtime_error("Replacement index " + std::to_string(index) + " out of range for positional args tuple");
+      v = a.pos[index];
+    } else {
+      const auto it = std::find_if(a.kw.begin(), a.kw.end(), [&](const auto& kv) { return kv.first == head; });
+      if (it == a.kw.end()) runtime_error("KeyError: '" + head + "'");
+      v = it->second;
+    }
+    // .attr and [key] parts, as Python's formatter resolves them.
+    for (size_t p = path_at; p < field.size();) {
+      if (field[p] == '.') {
+        const size_t e = std::min(field.find('.', p + 1), field.find('[', p + 1));
+        v = get_attr(v, field.substr(p + 1, e - p - 1));
+        p = e;
+      } else {
+        const size_t e = field.find(']', p);
+        if (e == std::string::npos) runtime_error("Missing ']' in format string");
+        const std::string key = field.substr(p + 1, e - p - 1);
+        int64_t n = 0;
+        const auto r = std::from_chars(key.data(), key.data() + key.size(), n);
+        v = get_item(v, (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) ? Value(n) : Value(key));
+        p = e + 1;
+      }
+    }
+    const std::string text = to_str(v);  // an Undefined formats as 
+    out += escape_args && !v.is_markup() ? escape_html(text) : text;
+  }
+  return out;
+}
+
 // Methods of str; on a Markup, the ones markupsafe wraps return Markup too.
 Value string_method(Interpreter& in, const Value& self, std::string_view name, CallArgs& a) {
   const std::string& s = self.str();
@@ -368,8 +441,9 @@ Value string_method(Interpreter& in, const Value& self, std::string_view name, C
       if (!first) out += s;
       out += self.is_markup() && !item.is_markup() ? escape_html(item.str()) : item.str();
       first = false;
-      in.budget().charge_string(out.size());
+      in.budget().check_size(out.size());
     }
+    in.budget().charge_string(out.size());
     return keep(std::move(out));
   }
   if (name == "removeprefix" || name == "removesuffix") {
@@ -379,6 +453,7 @@ Value string_method(Interpreter& in, const Value& self, std::string_view name, C
     if (!affix_match(s, v[0], name == "removeprefix", fn.c_str())) return Value(s);
     return Value(name == "removeprefix" ? s.substr(x.size()) : s.substr(0, s.size() - x.size()));
   }
+  if (name == "format") return keep(str_format(s, a, self.is_markup()));
   unsupported("the string method '" + std::string(name) + "' is not supported");
 }
 
@@ -451,7 +526,6 @@ Value call_method(Interpreter& in, const Value& self, std::string_view name, Cal
     runtime_error("access to attribute '" + std::string(name) + "' of '" + self.type_name() + "' object is unsafe.");
   }
   if (self.is_string()) {
-    if (name == "format") unsupported("str.format() is not supported; use ~ or the format filter");
     return string_method(in, self, name, args);
   }
   if (self.is_dict()) return dict_method(in, self, name, args);

@@ -33,6 +33,18 @@ Value generator(Interpreter& in, std::vector<Value> items) {
   return Value::iterator(std::move(items), Value::IterKind::Generator);
 }
 
+// Computes a generator filter now, but keeps its error for whoever consumes the
+// generator, as Python would raise it only then. Limits are never deferred.
+template <typename F>
+Value lazily(F compute) {
+  try {
+    return compute();
+  } catch (const TemplateError& e) {
+    if (e.kind() == ErrorKind::Limit) throw;
+    return Value::failed_generator(e);
+  }
+}
+
 // The soft_str results of string filters: Markup in, Markup out.
 Value keep_kind(Interpreter& in, const Value& like, std::string s) {
   in.budget().charge_string(s.size());
@@ -208,7 +220,7 @@ Value f_indent(Interpreter& in, const Value& s, CallArgs& a) {
       if (v[2].truthy() || !lines[i].empty()) out += indent;
     }
     out += lines[i];
-    in.budget().charge_string(out.size());
+    in.budget().check_size(out.size());
   }
   if (v[1].truthy()) out.insert(0, indent);
   return keep_kind(in, s, std::move(out));
@@ -254,13 +266,17 @@ Value f_int(Interpreter&, const Value& s, CallArgs& a) {
   return v[0];
 }
 
-Value f_items(Interpreter& in, const Value& s, CallArgs& a) {
+Value items_now(Interpreter& in, const Value& s, CallArgs& a) {
   bind_args("items", a, {});
   if (s.is_undefined()) return Value::iterator({}, Value::IterKind::Generator);
   if (!s.is_dict()) runtime_error("Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, v] : s.dict().items) out.push_back(Value::tuple({k, v}));
   return generator(in, std::move(out));
+}
+
+Value f_items(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return items_now(in, s, a); });
 }
 
 Value f_join(Interpreter& in, const Value& s, CallArgs& a) {
@@ -272,9 +288,9 @@ Value f_join(Interpreter& in, const Value& s, CallArgs& a) {
     if (!first) out += sep;
     out += to_str(v[1].is_none() ? item : get_path(item, v[1]));
     first = false;
-    in.budget().charge_string(out.size());
+    in.budget().check_size(out.size());
   }
-  return Value(std::move(out));
+  return str_value(in, std::move(out));
 }
 
 Value f_length(Interpreter&, const Value& s, CallArgs& a) {
@@ -297,7 +313,7 @@ Value f_upper(Interpreter& in, const Value& s, CallArgs& a) {
   return keep_kind(in, s, pystr::upper(to_str(s)));
 }
 
-Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
+Value map_now(Interpreter& in, const Value& s, CallArgs& a) {
   if (!s.truthy()) return generator(in, {});  // Jinja guards with `if value:` (so none | map is empty)
   std::vector<Value> out;
   const std::vector<Value> items = iterate(s);
@@ -320,6 +336,10 @@ Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
     out.push_back(f(in, item, rest));
   }
   return generator(in, std::move(out));
+}
+
+Value f_map(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return map_now(in, s, a); });
 }
 
 Value min_max(Interpreter&, const Value& s, CallArgs& a, bool want_max) {
@@ -426,10 +446,18 @@ Value select_common(Interpreter& in, const Value& s, CallArgs& a, bool by_attr, 
   }
   return generator(in, std::move(out));
 }
-Value f_select(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, false, true); }
-Value f_reject(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, false, false); }
-Value f_selectattr(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, true, true); }
-Value f_rejectattr(Interpreter& in, const Value& s, CallArgs& a) { return select_common(in, s, a, true, false); }
+Value f_select(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return select_common(in, s, a, false, true); });
+}
+Value f_reject(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return select_common(in, s, a, false, false); });
+}
+Value f_selectattr(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return select_common(in, s, a, true, true); });
+}
+Value f_rejectattr(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return select_common(in, s, a, true, false); });
+}
 
 // Jinja's make_multi_attrgetter: "a,b.c" gives the key [item.a, item.b.c]. Keys
 // compare as lists, so equal (even undefined) parts never reach `<`.
@@ -520,7 +548,7 @@ Value f_trim(Interpreter& in, const Value& s, CallArgs& a) {
   return keep_kind(in, s, pystr::strip(to_str(s), chars, true, true));
 }
 
-Value f_unique(Interpreter& in, const Value& s, CallArgs& a) {
+Value unique_now(Interpreter& in, const Value& s, CallArgs& a) {
   const auto v = bind_args("unique", a, {{"case_sensitive", Value(false)}, {"attribute", Value::none()}});
   std::vector<Value> out, seen;
   for (const Value& item : iterate(s)) {
@@ -540,6 +568,10 @@ Value f_unique(Interpreter& in, const Value& s, CallArgs& a) {
     }
   }
   return generator(in, std::move(out));
+}
+
+Value f_unique(Interpreter& in, const Value& s, CallArgs& a) {
+  return lazily([&] { return unique_now(in, s, a); });
 }
 
 Value f_wordcount(Interpreter&, const Value& s, CallArgs& a) {

@@ -9,11 +9,15 @@
 
 namespace tokamak::jinja {
 
-void Budget::charge_string(size_t bytes) {
+void Budget::check_size(size_t bytes) const {
   if (bytes > limits_.max_string_bytes) {
     limit_error("a string of " + std::to_string(bytes) + " bytes exceeds the limit of " +
                 std::to_string(limits_.max_string_bytes));
   }
+}
+
+void Budget::charge_string(size_t bytes) {
+  check_size(bytes);
   charge(1 + bytes / 16);
 }
 
@@ -117,6 +121,7 @@ Value same_string_kind(const Value& like, std::string s) {
 std::optional<Value> first_item(const Value& v) {
   if (v.is_iterator() && !v.is_view()) {
     const ListData& d = v.list_data();
+    if (d.deferred_error) throw *d.deferred_error;
     if (d.consumed >= d.items.size()) return std::nullopt;
     return d.items[d.consumed++];
   }
@@ -131,6 +136,7 @@ std::vector<Value> iterate(const Value& v) {
     case Value::Kind::Iterator: {
       if (v.is_view()) return v.items();
       const ListData& d = v.list_data();
+      if (d.deferred_error) throw *d.deferred_error;
       std::vector<Value> rest(d.items.begin() + static_cast<ptrdiff_t>(std::min(d.consumed, d.items.size())),
                               d.items.end());
       d.consumed = d.items.size();

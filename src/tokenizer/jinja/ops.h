@@ -34,6 +34,8 @@ class Budget {
   }
   // Charges for a value of `bytes` bytes and checks it against max_string_bytes.
   void charge_string(size_t bytes);
+  // Only the size check, for a string still growing (charge it once it is done).
+  void check_size(size_t bytes) const;
   const RenderLimits& limits() const { return limits_; }
 
  private:

@@ -158,14 +158,36 @@ bool is_space(char32_t cp) {
          cp == 0x3000;
 }
 
+// The code point that ends at byte `end` (end > 0): a valid sequence ending
+// there, else the single invalid byte before `end` (what forward decoding gives).
+Decoded decode_before(std::string_view s, size_t end) {
+  size_t k = end - 1;
+  while (k > 0 && end - k < 4 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+  const Decoded d = decode(s, k);
+  if (k + d.len == end) return d;
+  return {static_cast<char32_t>(0xDC00 + static_cast<unsigned char>(s[end - 1])), 1};
+}
+
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::u32string set = chars ? to_u32(*chars) : std::u32string();
   auto strippable = [&](char32_t cp) { return chars ? set.find(cp) != std::u32string::npos : is_space(cp); };
-  const std::u32string u = to_u32(s);
-  size_t b = 0, e = u.size();
-  if (left) while (b < e && strippable(u[b])) ++b;
-  if (right) while (e > b && strippable(u[e - 1])) --e;
-  return from_u32(std::u32string_view(u).substr(b, e - b));
+  // Only the stripped ends are decoded: cost is the whitespace, not the text.
+  size_t b = 0, e = s.size();
+  if (left) {
+    while (b < e) {
+      const Decoded d = decode(s, b);
+      if (!strippable(d.cp)) break;
+      b += d.len;
+    }
+  }
+  if (right) {
+    while (e > b) {
+      const Decoded d = decode_before(s, e);
+      if (!strippable(d.cp)) break;
+      e -= d.len;
+    }
+  }
+  return std::string(s.substr(b, e - b));
 }
 
 std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {

@@ -22,6 +22,9 @@ struct Decoded {
 };
 // Decodes the code point starting at byte i (requires i < s.size()).
 Decoded decode(std::string_view s, size_t i);
+// Decodes the code point that ends at byte `end` (requires 0 < end <= s.size()),
+// agreeing with forward decoding.
+Decoded decode_before(std::string_view s, size_t end);
 void append_utf8(std::string& out, char32_t cp);
 std::u32string to_u32(std::string_view s);
 std::string from_u32(std::u32string_view s);

@@ -213,7 +213,10 @@ Value Value::list(std::vector<Value> items) {
   check_depth(depth);
   Value v;
   v.kind_ = Kind::List;
-  v.data_ = std::make_shared<const ListData>(ListData{std::move(items), depth});
+  auto data = std::make_shared<ListData>();
+  data->items = std::move(items);
+  data->depth = depth;
+  v.data_ = std::shared_ptr<const ListData>(std::move(data));
   return v;
 }
 
@@ -248,6 +251,14 @@ Value Value::iterator(std::vector<Value> items, IterKind kind) {
   Value v = list(std::move(items));
   v.kind_ = Kind::Iterator;
   v.sub_ = static_cast<uint8_t>(kind);
+  return v;
+}
+
+Value Value::failed_generator(const TemplateError& error) {
+  Value v = iterator({}, IterKind::Generator);
+  auto data = std::make_shared<ListData>();
+  data->deferred_error = std::make_shared<const TemplateError>(error);
+  v.data_ = std::shared_ptr<const ListData>(std::move(data));
   return v;
 }
 

@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/jinja/error.h"
+
 namespace tokamak::jinja {
 
 class Value;
@@ -34,6 +36,9 @@ struct ListData {
   // For a generator or iterator: how many items were consumed already (Python
   // iterators are single-use; the only state a render mutates outside namespaces).
   mutable size_t consumed = 0;
+  // For a generator: the error computing it raised, which Python raises only
+  // when the generator is consumed (an unused one never fails).
+  std::shared_ptr<const TemplateError> deferred_error;
 };
 
 // Insertion-ordered like a Python dict. Lookup is linear: template dicts are small.
@@ -76,6 +81,7 @@ class Value {
   // string to it HTML-escapes that string, as in Jinja.
   static Value markup(std::string s);
   static Value iterator(std::vector<Value> items, IterKind kind);
+  static Value failed_generator(const TemplateError& error);
   static Value function(std::shared_ptr<const Function> f);
 
   Kind kind() const { return kind_; }
