@@ -18,7 +18,6 @@ namespace tokamak {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kAutoMinBytes = size_t{64} << 20;
 
 bool auto_wants_copy(size_t size) {
@@ -49,18 +48,13 @@ MappedFile MappedFile::open(const std::filesystem::path& path, MapMode mode) {
   f.size_ = static_cast<size_t>(st.st_size);
   const bool copy = mode == MapMode::kHugePageCopy || (mode == MapMode::kAuto && auto_wants_copy(f.size_));
   if (f.size_ > 0 && copy) {
-    // Over-allocate by one huge page so the copy can start on a 2 MiB boundary.
-    const size_t span = (f.size_ + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
-    void* base = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      const int err = errno;
+    try {
+      f.copy_ = HugePageBuffer(f.size_, path.string() + ": huge-page copy");
+    } catch (const Error&) {
       ::close(fd);
-      throw Error(path.string() + ": cannot allocate " + std::to_string(span) + " bytes for a huge-page copy: " + std::strerror(err));
+      throw;
     }
-    f.map_base_ = base;
-    f.map_size_ = span;
-    auto* data = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) / kHugePage * kHugePage);
-    ::madvise(data, span - static_cast<size_t>(data - static_cast<std::byte*>(base)), MADV_HUGEPAGE);
+    std::byte* data = f.copy_.data();
     for (size_t done = 0; done < f.size_;) {
       const ssize_t got = ::pread(fd, data + done, std::min<size_t>(f.size_ - done, size_t{1} << 30), static_cast<off_t>(done));
       if (got < 0 && errno == EINTR) continue;
@@ -71,7 +65,7 @@ MappedFile MappedFile::open(const std::filesystem::path& path, MapMode mode) {
       }
       done += static_cast<size_t>(got);
     }
-    ::mprotect(base, span, PROT_READ);
+    f.copy_.make_read_only();
     f.data_ = data;
   } else if (f.size_ > 0) {
     void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -92,8 +86,7 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      map_base_(std::exchange(other.map_base_, nullptr)),
-      map_size_(std::exchange(other.map_size_, 0)) {}
+      copy_(std::move(other.copy_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -101,22 +94,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     path_ = std::move(other.path_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    map_base_ = std::exchange(other.map_base_, nullptr);
-    map_size_ = std::exchange(other.map_size_, 0);
+    copy_ = std::move(other.copy_);
   }
   return *this;
 }
 
 MappedFile::~MappedFile() {
-  if (map_size_ != 0) {
-    ::munmap(map_base_, map_size_);
-  } else if (data_ != nullptr) {
-    ::munmap(const_cast<std::byte*>(data_), size_);
-  }
+  if (copy_.data() == nullptr && data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  copy_ = HugePageBuffer();
   data_ = nullptr;
   size_ = 0;
-  map_base_ = nullptr;
-  map_size_ = 0;
 }
 
 }  // namespace tokamak

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <span>
 
+#include "core/huge_pages.h"
+
 namespace tokamak {
 
 // Where the bytes live.
@@ -39,14 +41,13 @@ class MappedFile {
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   const std::filesystem::path& path() const { return path_; }
   // True when the bytes are a copy on huge pages (kHugePageCopy, or kAuto that chose it).
-  bool huge_page_copy() const { return map_size_ != 0; }
+  bool huge_page_copy() const { return copy_.data() != nullptr; }
 
  private:
   std::filesystem::path path_;
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
-  void* map_base_ = nullptr;  // the anonymous mapping of a huge-page copy (data_ is 2 MiB aligned in it)
-  size_t map_size_ = 0;       // 0: data_ maps the file itself
+  HugePageBuffer copy_;  // the bytes when copied; empty: data_ maps the file itself
 };
 
 }  // namespace tokamak

@@ -133,7 +133,6 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
   }
   if (o.repetitions < 1) throw Error("bench: repetitions must be >= 1, got " + std::to_string(o.repetitions));
   const std::vector<std::span<const std::byte>> ranges = weight_ranges(model);
-  const ReadBandwidth bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes);
   const size_t bytes = model.weight_bytes();
   if (o.contexts.empty()) throw Error("bench: no context lengths given");
   int32_t max_ctx = 0;
@@ -151,18 +150,26 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     r.n_gen = prefill ? 0 : n;
     r.ctx = ctx;
     r.threads = pool.size();
-    r.bandwidth_gbs = bw.bytes_per_s / 1e9;
     r.weight_bytes = bytes;
     auto run = [&] { return prefill ? timer.prefill(n) : timer.decode(n, ctx); };
     run();  // warm-up: first-touch of buffers and pages
-    std::vector<double> seconds;
-    std::vector<double> tps;
+    // The bandwidth is measured right before each repetition, so that each
+    // speed meets the bandwidth of its own moment on a shared machine.
+    std::vector<double> seconds, tps, gbs, roofline, fraction;
     for (int i = 0; i < o.repetitions; ++i) {
+      const double bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes).bytes_per_s;
       seconds.push_back(run());
       tps.push_back(n / seconds.back());
+      gbs.push_back(bw / 1e9);
+      // A pass reads the weights once: one token of decode, n of prefill.
+      roofline.push_back((prefill ? n : 1) * bw / static_cast<double>(bytes));
+      fraction.push_back(tps.back() / roofline.back());
     }
     r.seconds = stats_of(seconds);
     r.tokens_per_s = stats_of(tps);
+    r.bandwidth_gbs = stats_of(gbs).median;
+    r.roofline_tokens_per_s = stats_of(roofline).median;
+    r.roofline_fraction = stats_of(fraction).median;
     const double flops = prefill ? forward_flops(model.config(), n, 0, 1)
                                  : [&] {
                                      double f = 0.0;
@@ -170,9 +177,6 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
                                      return f;
                                    }();
     r.gflops = flops / r.seconds.median / 1e9;
-    const double per_pass = static_cast<double>(bytes) / bw.bytes_per_s;  // seconds to read the weights once
-    r.roofline_tokens_per_s = (prefill ? n : 1) / per_pass;
-    r.roofline_fraction = r.tokens_per_s.median / r.roofline_tokens_per_s;
     results.push_back(r);
   };
   if (o.n_prompt > 0) measure(true, o.n_prompt, 0);

@@ -74,7 +74,7 @@ struct BenchOptions {
   std::vector<int32_t> contexts = {0};  // a decode test after each of these context lengths
   kv::KvFormat kv_format;
   int repetitions = 5;
-  int bandwidth_passes = 5;
+  int bandwidth_passes = 2;  // per repetition, the fastest counts
   uint64_t seed = 1234;
 };
 
@@ -87,14 +87,16 @@ struct BenchResult {
   TimingStats tokens_per_s;
   TimingStats seconds;
   double gflops = 0.0;                 // at the median speed
-  double bandwidth_gbs = 0.0;          // 1e9 bytes/s
+  double bandwidth_gbs = 0.0;          // 1e9 bytes/s, median over the repetitions
   size_t weight_bytes = 0;             // read per forward pass
-  double roofline_tokens_per_s = 0.0;  // see the top of this file
-  double roofline_fraction = 0.0;      // tokens_per_s.median / roofline
+  double roofline_tokens_per_s = 0.0;  // see the top of this file; median over the repetitions
+  double roofline_fraction = 0.0;      // median over the repetitions of (their speed / their roofline)
 };
 
-// Measures the bandwidth once, then runs one unmeasured warm-up and
-// `repetitions` measured runs of each test. Throws tokamak::Error on bad options.
+// Runs one unmeasured warm-up and `repetitions` measured runs of each test,
+// measuring the bandwidth right before each run: on a shared machine the
+// bandwidth moves by 1.5x within a minute, and a ratio of two measures taken
+// together moves far less. Throws tokamak::Error on bad options.
 std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options);
 
 }  // namespace tokamak::engine

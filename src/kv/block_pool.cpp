@@ -1,31 +1,17 @@
 #include "kv/block_pool.h"
 
 #include <cstring>
-#include <new>
 #include <string>
 
 #include "core/error.h"
 
 namespace tokamak::kv {
-namespace {
-
-constexpr std::align_val_t kAlign{64};
-
-}  // namespace
-
-void BlockPool::FreeBytes::operator()(uint8_t* p) const { ::operator delete[](p, kAlign); }
-
 BlockPool::BlockPool(const KvLayout& layout, int32_t n_blocks) : layout_(layout) {
   layout.validate();
   if (n_blocks <= 0) throw Error("KV cache: block count must be positive, got " + std::to_string(n_blocks));
   block_bytes_ = layout.block_bytes();
   const int64_t bytes = block_bytes_ * n_blocks;
-  try {
-    storage_.reset(static_cast<uint8_t*>(::operator new[](static_cast<size_t>(bytes), kAlign)));
-  } catch (const std::bad_alloc&) {
-    throw Error("KV cache: cannot allocate " + std::to_string(bytes) + " bytes for " + std::to_string(n_blocks) +
-                " blocks");
-  }
+  storage_ = HugePageBuffer(static_cast<size_t>(bytes), "KV cache of " + std::to_string(n_blocks) + " blocks");
   refcounts_.assign(static_cast<size_t>(n_blocks), 0);
   free_list_.reserve(static_cast<size_t>(n_blocks));
   for (int32_t b = n_blocks - 1; b >= 0; --b) free_list_.push_back(b);
