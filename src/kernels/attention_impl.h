@@ -108,54 +108,91 @@ void update_query(const AttentionParams& p, const float* q, const float* k_tile,
 template <class V>
 constexpr int64_t kTransposedScoresFloats = V::kTransposedScores ? kKeyTile * kMaxHeadDim : 1;
 
+// Per-call buffers of float_tile_step: a K tile, its transposition, a V tile
+// and one query's scores.
 template <class V>
-void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
-  const int d = p.head_dim;
-  const int group = p.group();
-  const int64_t sf = attention_state_floats(p);
-  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * group, partial);
+struct FloatTileBuffers {
+  alignas(64) float kt[kKeyTile * kMaxHeadDim];
+  alignas(64) float ktt[kTransposedScoresFloats<V>];
+  alignas(64) float vt[kKeyTile * kMaxHeadDim];
+  alignas(64) float s[kKeyTile] = {};
+};
+
+// Keys a chunk's tiles cover for `tile`: [begin, end), begin a multiple of
+// kKeyTile so that tiles stay aligned whatever a sliding window skips.
+struct ChunkKeys {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+inline ChunkKeys chunk_keys(const AttentionParams& p, const QueryTile& tile, int64_t chunk) {
   int64_t max_pos = -1;
   int64_t min_first = std::numeric_limits<int64_t>::max();
   for (int i = 0; i < tile.n_tokens; ++i) {
     max_pos = std::max<int64_t>(max_pos, tile.positions[i]);
     min_first = std::min(min_first, p.first_key(tile.positions[i]));
   }
-  // Tiles stay aligned to multiples of kKeyTile whatever the window skips.
-  const int64_t k_begin = std::max(chunk * kKeyChunk, min_first / kKeyTile * kKeyTile);
-  const int64_t k_end = std::min((chunk + 1) * kKeyChunk, max_pos + 1);
+  return {std::max(chunk * kKeyChunk, min_first / kKeyTile * kKeyTile), std::min((chunk + 1) * kKeyChunk, max_pos + 1)};
+}
+
+// Keys [jb, je) of the tile at t0 (n_tile keys) that the query at `pos` attends.
+struct TileKeys {
+  int jb = 0;
+  int je = 0;
+};
+inline TileKeys tile_keys(const AttentionParams& p, int64_t pos, int64_t t0, int64_t n_tile) {
+  return {static_cast<int>(std::clamp<int64_t>(p.first_key(pos) - t0, 0, n_tile)),
+          static_cast<int>(std::clamp<int64_t>(pos + 1 - t0, 0, n_tile))};
+}
+
+// One online-softmax step of every query of `tile` over the n_tile keys at
+// t0, K and V dequantized to f32 tiles first.
+template <class V>
+void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t t0, int64_t n_tile,
+                     FloatTileBuffers<V>& b, float* partial) {
+  const int d = p.head_dim;
+  const int group = p.group();
+  const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool transposed = V::kTransposedScores && group >= kTransposeMinGroup;
-  alignas(64) float kt[kKeyTile * kMaxHeadDim];
-  alignas(64) float ktt[kTransposedScoresFloats<V>];
-  alignas(64) float vt[kKeyTile * kMaxHeadDim];
-  alignas(64) float s[kKeyTile] = {};
-  for (int64_t t0 = k_begin; t0 < k_end; t0 += kKeyTile) {
-    const int64_t n_tile = std::min(kKeyTile, k_end - t0);
-    if (t0 + kKeyTile < k_end) {
-      const int64_t n_next = std::min(kKeyTile, k_end - t0 - kKeyTile);
-      prefetch_tile(kv, true, tile.kv_head, t0 + kKeyTile, n_next);
-      prefetch_tile(kv, false, tile.kv_head, t0 + kKeyTile, n_next);
+  load_tile<V>(kv, true, tile.kv_head, t0, n_tile, d, b.kt);
+  load_tile<V>(kv, false, tile.kv_head, t0, n_tile, d, b.vt);
+  if constexpr (V::kTransposedScores) {
+    if (transposed) {
+      std::fill(b.kt + n_tile * d, b.kt + kKeyTile * d, 0.0f);  // keys past the end score 0, then are masked
+      V::transpose_tile(b.kt, d, b.ktt);
     }
-    load_tile<V>(kv, true, tile.kv_head, t0, n_tile, d, kt);
-    load_tile<V>(kv, false, tile.kv_head, t0, n_tile, d, vt);
-    if constexpr (V::kTransposedScores) {
-      if (transposed) {
-        std::fill(kt + n_tile * d, kt + kKeyTile * d, 0.0f);  // keys past the end score 0, then are masked
-        V::transpose_tile(kt, d, ktt);
-      }
+  }
+  const float* k_tile = transposed ? b.ktt : b.kt;
+  for (int i = 0; i < tile.n_tokens; ++i) {
+    const TileKeys keys = tile_keys(p, tile.positions[i], t0, n_tile);
+    if (keys.jb >= keys.je) continue;
+    for (int g = 0; g < group; ++g) {
+      const float* q = tile.q[i] + (static_cast<int64_t>(tile.kv_head) * group + g) * d;
+      update_query<V>(p, q, k_tile, transposed, b.vt, keys.jb, keys.je, scale,
+                      partial + (static_cast<int64_t>(i) * group + g) * sf, b.s);
     }
-    const float* k_tile = transposed ? ktt : kt;
-    for (int i = 0; i < tile.n_tokens; ++i) {
-      const int64_t pos = tile.positions[i];
-      const int jb = static_cast<int>(std::clamp<int64_t>(p.first_key(pos) - t0, 0, n_tile));
-      const int je = static_cast<int>(std::clamp<int64_t>(pos + 1 - t0, 0, n_tile));
-      if (jb >= je) continue;
-      for (int g = 0; g < group; ++g) {
-        const float* q = tile.q[i] + (static_cast<int64_t>(tile.kv_head) * group + g) * d;
-        update_query<V>(p, q, k_tile, transposed, vt, jb, je, scale,
-                        partial + (static_cast<int64_t>(i) * group + g) * sf, s);
-      }
-    }
+  }
+}
+
+// Tiles ahead of the one computed whose K/V lines are requested.
+constexpr int64_t kPrefetchTiles = 1;
+inline void prefetch_tile_ahead(const KvView& kv, const QueryTile& tile, int64_t t0, int64_t k_end) {
+  const int64_t next = t0 + kPrefetchTiles * kKeyTile;
+  if (next < k_end) {
+    const int64_t n_next = std::min(kKeyTile, k_end - next);
+    prefetch_tile(kv, true, tile.kv_head, next, n_next);
+    prefetch_tile(kv, false, tile.kv_head, next, n_next);
+  }
+}
+
+template <class V>
+void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
+  const ChunkKeys keys = chunk_keys(p, tile, chunk);
+  FloatTileBuffers<V> b;
+  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
+    prefetch_tile_ahead(kv, tile, t0, keys.end);
+    float_tile_step<V>(p, kv, tile, t0, std::min(kKeyTile, keys.end - t0), b, partial);
   }
 }
 

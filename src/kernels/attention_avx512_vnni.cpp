@@ -1,0 +1,342 @@
+// attention_chunk with AVX-512 VNNI for q8 K and V: integer dot products on
+// the stored int8 values instead of dequantizing them to f32.
+//
+// Why: decode attention over a long context is bound by arithmetic, not by
+// reading the cache: with 8 query heads per KV head (TinyLlama, Llama 3) each
+// key costs 2 x 8 x head_dim multiply-adds, and f32 FMAs top out near the
+// cost of streaming the weights once 8K keys are cached. VPDPBUSD does 64
+// u8 x s8 multiply-adds per instruction against 16 for an f32 FMA.
+//
+// The arithmetic, per tile of kKeyTile keys and per query head:
+//   scores: the query is quantized like a q8 row (absmax / 127 -> int8 q, its
+//     scale sq); K rows are int8 k with a row scale sk. VPDPBUSD wants one
+//     unsigned operand, so K is stored into the tile as k + 128 (u8) and
+//     128 * sum(q) is subtracted: s_j = sq * sk_j * (sum_c (k_jc + 128) q_c
+//     - 128 sum_c q_c) / sqrt(d). Exact integer sums; the only new error is
+//     the query's rounding (as llama.cpp's q8_0 K path has).
+//   values: p_j = exp(s_j - m) is exact f32 for the softmax sum l; the
+//     weights p_j * sv_j (sv_j V's row scale) are quantized to u8 over the
+//     tile (max -> 255) and VPDPBUSD sums them against the int8 V rows.
+//     Rounding each weight to 1/255 of the tile's largest moves an output by
+//     at most ~0.2% of that weight's share of |v| (stated bounds in
+//     tests/kernels/attention_test.cpp).
+// Tiles that touch the f16 ring of mixed precision, and other K/V types, go
+// through the float path of attention_impl.h, so one chunk may mix both; the
+// choice depends on positions only, never on the batch.
+//
+// Tile layouts (head_dim d a multiple of 64, in segments of 64 values):
+//   K: [segment][d/4 per segment = 16 dwords][kKeyTile keys] dwords of 4
+//      consecutive values of one key, + 128: lane j of a vector is key j.
+//   V: [segment][key group of 4][4 vectors] where vector m, 128-bit lane L,
+//      dword t holds value 16L + 4m + t of the 4 keys (a byte each).
+//   The V sums come out in that order and are put back in value order (a
+//   4 x 4 transposition of 128-bit lanes) before they meet the f32 state.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "core/half.h"
+#include "kernels/attention.h"
+#include "kernels/isa.h"
+#include "kernels/kv_format.h"
+
+#if TOKAMAK_HAVE_X86_SIMD
+TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_VNNI)
+#include "kernels/attention_impl.h"
+
+namespace tokamak::kernels {
+namespace {
+
+#include "kernels/attention_avx512_ops.h"
+
+constexpr int kSegment = 64;                                // values per 64-byte row segment
+constexpr int kMaxSegments = kMaxHeadDim / kSegment;        // of a head row
+constexpr int kGroups = static_cast<int>(kKeyTile) / 4;    // key groups of 4 in a tile
+static_assert(kKeyTile == 32, "the tile layouts below assume two halves of 16 keys");
+
+// A q8 tile of K and V in the layouts above, with the rows' scales.
+struct Q8Tile {
+  alignas(64) uint8_t k[kMaxSegments][16][kKeyTile * 4];  // [segment][dword][key]: u8 (k + 128)
+  alignas(64) int8_t v[kMaxSegments][kGroups][4][64];     // [segment][key group][vector]
+  alignas(64) float k_scale[kKeyTile];
+  alignas(64) float v_scale[kKeyTile];
+};
+
+// dst[c * stride + 4 j ..] = dword c of rows[j], for 16 rows of 16 dwords.
+void transpose16_dwords(const __m512i* rows, uint8_t* dst, int64_t dst_stride) {
+  Avx512Ops::transpose16(reinterpret_cast<const float*>(rows), 16, reinterpret_cast<float*>(dst), dst_stride / 4);
+}
+
+// Loads keys [t0, t0 + n) of the KV head into `t`; keys past n are zero
+// (their scores are masked, their weights 0).
+void load_q8_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Q8Tile& t) {
+  const int segments = d / kSegment;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  alignas(64) int8_t vrows[kKeyTile][kMaxHeadDim];
+  for (int s = 0; s < segments; ++s) {
+    __m512i rows[kKeyTile];
+    detail::for_each_run(kv, true, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+      for (int64_t r = 0; r < run; ++r) {
+        const uint8_t* row = src + r * row_bytes;
+        rows[j + r] = _mm512_xor_si512(_mm512_loadu_si512(row + s * kSegment), bias);
+        if (s == 0) std::memcpy(&t.k_scale[j + r], row + d, sizeof(float));
+      }
+    });
+    for (int64_t j = n; j < kKeyTile; ++j) {
+      rows[j] = bias;  // k = 0
+      if (s == 0) t.k_scale[j] = 0.0f;
+    }
+    transpose16_dwords(rows, &t.k[s][0][0], kKeyTile * 4);
+    transpose16_dwords(rows + 16, &t.k[s][0][64], kKeyTile * 4);
+  }
+  detail::for_each_run(kv, false, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+    for (int64_t r = 0; r < run; ++r) {
+      const uint8_t* row = src + r * row_bytes;
+      for (int s = 0; s < segments; ++s) {
+        _mm512_store_si512(vrows[j + r] + s * kSegment, _mm512_loadu_si512(row + s * kSegment));
+      }
+      std::memcpy(&t.v_scale[j + r], row + d, sizeof(float));
+    }
+  });
+  for (int64_t j = n; j < kKeyTile; ++j) {
+    for (int s = 0; s < segments; ++s) _mm512_store_si512(vrows[j] + s * kSegment, _mm512_setzero_si512());
+    t.v_scale[j] = 0.0f;
+  }
+  for (int s = 0; s < segments; ++s) {
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512i r0 = _mm512_load_si512(vrows[4 * g] + s * kSegment);
+      const __m512i r1 = _mm512_load_si512(vrows[4 * g + 1] + s * kSegment);
+      const __m512i r2 = _mm512_load_si512(vrows[4 * g + 2] + s * kSegment);
+      const __m512i r3 = _mm512_load_si512(vrows[4 * g + 3] + s * kSegment);
+      const __m512i a = _mm512_unpacklo_epi8(r0, r1);
+      const __m512i b = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i c = _mm512_unpacklo_epi8(r2, r3);
+      const __m512i e = _mm512_unpackhi_epi8(r2, r3);
+      _mm512_store_si512(t.v[s][g][0], _mm512_unpacklo_epi16(a, c));
+      _mm512_store_si512(t.v[s][g][1], _mm512_unpackhi_epi16(a, c));
+      _mm512_store_si512(t.v[s][g][2], _mm512_unpacklo_epi16(b, e));
+      _mm512_store_si512(t.v[s][g][3], _mm512_unpackhi_epi16(b, e));
+    }
+  }
+}
+
+// A query head as q8: int8 values, their scale and their sum.
+struct QuantizedQuery {
+  alignas(64) int8_t q[kMaxHeadDim];
+  float scale = 0.0f;
+  int32_t sum = 0;
+};
+
+void quantize_query(const float* x, int d, QuantizedQuery& out) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int c = 0; c < d; c += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+  const float m = _mm512_reduce_max_ps(amax);
+  out.scale = m / 127.0f;
+  const __m512 inv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+  __m512i sum = _mm512_setzero_si512();
+  for (int c = 0; c < d; c += 16) {
+    const __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), inv),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    sum = _mm512_add_epi32(sum, q);
+    _mm_store_si128(reinterpret_cast<__m128i*>(out.q + c), _mm512_cvtepi32_epi8(q));
+  }
+  out.sum = _mm512_reduce_add_epi32(sum);
+}
+
+// Puts value-order back into the V sums of one segment (see the top).
+void unpermute(__m512i (&acc)[4]) {
+  const __m512i a = _mm512_shuffle_i32x4(acc[0], acc[1], 0x44);
+  const __m512i b = _mm512_shuffle_i32x4(acc[2], acc[3], 0x44);
+  const __m512i c = _mm512_shuffle_i32x4(acc[0], acc[1], 0xEE);
+  const __m512i e = _mm512_shuffle_i32x4(acc[2], acc[3], 0xEE);
+  acc[0] = _mm512_shuffle_i32x4(a, b, 0x88);
+  acc[1] = _mm512_shuffle_i32x4(a, b, 0xDD);
+  acc[2] = _mm512_shuffle_i32x4(c, e, 0x88);
+  acc[3] = _mm512_shuffle_i32x4(c, e, 0xDD);
+}
+
+constexpr int kHeadBlock = 8;  // query heads whose scores are computed side by side
+
+// One online-softmax step of n (<= kHeadBlock) query heads sharing the KV
+// head over keys [jb, je) of the tile. states[h]: [m, l, acc[d]] of head h.
+// The heads go side by side through each phase so that their dependency
+// chains (dot products, reductions, exp) overlap instead of queueing.
+void update_heads_q8(const AttentionParams& p, const QuantizedQuery* const* q, int n, const Q8Tile& t, int jb,
+                     int je, float scale, float* const* states) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int d = p.head_dim;
+  const int segments = d / kSegment;
+  // Scores: [head][half of 16 keys].
+  __m512i dot[kHeadBlock][2];
+  for (int h = 0; h < n; ++h) dot[h][0] = dot[h][1] = _mm512_setzero_si512();
+  for (int s = 0; s < segments; ++s) {
+    for (int c = 0; c < 16; ++c) {
+      const __m512i k0 = _mm512_load_si512(&t.k[s][c][0]);
+      const __m512i k1 = _mm512_load_si512(&t.k[s][c][64]);
+      for (int h = 0; h < n; ++h) {
+        int32_t qd;
+        std::memcpy(&qd, q[h]->q + s * kSegment + 4 * c, sizeof(qd));
+        const __m512i qv = _mm512_set1_epi32(qd);
+        dot[h][0] = _mm512_dpbusd_epi32(dot[h][0], k0, qv);
+        dot[h][1] = _mm512_dpbusd_epi32(dot[h][1], k1, qv);
+      }
+    }
+  }
+  // The softmax step and the weights p_j * sv_j as u8 over each head's
+  // largest, in phases that each loop over the heads: an iteration is a short
+  // dependency chain (a reduction, an exp), independent of the others, so
+  // the out-of-order core runs the heads' chains side by side.
+  alignas(64) float sc[kHeadBlock][kKeyTile];
+  alignas(64) uint8_t wq[kHeadBlock][kKeyTile];
+  alignas(64) float m_old[16] = {}, m_new[16] = {}, corr[16], w_max[16] = {}, w_inv[16], w_scale[16];
+  for (int h = 0; h < n; ++h) {
+    const __m512i offset = _mm512_set1_epi32(128 * q[h]->sum);
+    const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
+    for (int half = 0; half < 2; ++half) {
+      const __m512 raw = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[h][half], offset));
+      _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_mul_ps(raw, qs), _mm512_load_ps(t.k_scale + 16 * half)));
+    }
+    if (p.softcap > 0.0f) {
+      for (int j = jb; j < je; ++j) sc[h][j] = p.softcap * std::tanh(sc[h][j] / p.softcap);
+    }
+    for (int j = 0; j < jb; ++j) sc[h][j] = kNegInf;
+    for (int j = je; j < kKeyTile; ++j) sc[h][j] = kNegInf;
+    m_old[h] = states[h][0];
+    m_new[h] = std::max(m_old[h], Avx512Ops::max(sc[h], kKeyTile));
+  }
+  // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
+  _mm512_store_ps(corr, Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(m_old), _mm512_load_ps(m_new))));
+  for (int h = 0; h < n; ++h) {
+    if (m_old[h] == kNegInf) corr[h] = 0.0f;
+    Avx512Ops::exp_shift(sc[h], kKeyTile, m_new[h]);
+    states[h][0] = m_new[h];
+    states[h][1] = states[h][1] * corr[h] + Avx512Ops::sum(sc[h], kKeyTile);
+    for (int half = 0; half < 2; ++half) {
+      _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale + 16 * half)));
+    }
+    w_max[h] = Avx512Ops::max(sc[h], kKeyTile);
+  }
+  {
+    const __m512 wm = _mm512_load_ps(w_max);
+    const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
+    _mm512_store_ps(w_inv, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
+    _mm512_store_ps(w_scale, _mm512_div_ps(wm, _mm512_set1_ps(255.0f)));
+  }
+  for (int h = 0; h < n; ++h) {
+    const __m512 inv = _mm512_set1_ps(w_inv[h]);
+    for (int half = 0; half < 2; ++half) {
+      const __m512i u = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), inv),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_store_si128(reinterpret_cast<__m128i*>(wq[h] + 16 * half), _mm512_cvtusepi32_epi8(u));
+    }
+  }
+  // acc = acc * corr + w_scale * sum_j wq_j v_j, four heads at a time so that
+  // each V vector loaded serves four heads (16 accumulators in registers).
+  for (int s = 0; s < segments; ++s) {
+    for (int h0 = 0; h0 < n; h0 += 4) {
+      const int hn = std::min(4, n - h0);
+      __m512i sums[4][4];
+      for (int h = 0; h < hn; ++h) {
+        for (int v = 0; v < 4; ++v) sums[h][v] = _mm512_setzero_si512();
+      }
+      for (int g = 0; g < kGroups; ++g) {
+        const __m512i v0 = _mm512_load_si512(t.v[s][g][0]);
+        const __m512i v1 = _mm512_load_si512(t.v[s][g][1]);
+        const __m512i v2 = _mm512_load_si512(t.v[s][g][2]);
+        const __m512i v3 = _mm512_load_si512(t.v[s][g][3]);
+        for (int h = 0; h < hn; ++h) {
+          int32_t wd;
+          std::memcpy(&wd, wq[h0 + h] + 4 * g, sizeof(wd));
+          const __m512i wv = _mm512_set1_epi32(wd);
+          sums[h][0] = _mm512_dpbusd_epi32(sums[h][0], wv, v0);
+          sums[h][1] = _mm512_dpbusd_epi32(sums[h][1], wv, v1);
+          sums[h][2] = _mm512_dpbusd_epi32(sums[h][2], wv, v2);
+          sums[h][3] = _mm512_dpbusd_epi32(sums[h][3], wv, v3);
+        }
+      }
+      for (int h = 0; h < hn; ++h) {
+        unpermute(sums[h]);
+        const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
+        const __m512 ws = _mm512_set1_ps(w_scale[h0 + h]);
+        float* acc = states[h0 + h] + 2 + s * kSegment;
+        for (int v = 0; v < 4; ++v) {
+          _mm512_storeu_ps(acc + 16 * v,
+                           _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
+        }
+      }
+    }
+  }
+}
+
+// Whether keys [t0, t0 + n) are q8 K and V rows of the main pages.
+bool q8_tile(const KvView& kv, int64_t t0, int64_t n) {
+  return kv.main.k_type == KvType::Q8 && kv.main.v_type == KvType::Q8 && t0 + n <= kv.k_recent_begin &&
+         t0 + n <= kv.v_recent_begin;
+}
+
+}  // namespace
+
+void attention_chunk_avx512_vnni_q8(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                                    float* partial) {
+  const int d = p.head_dim;
+  const int group = p.group();
+  const int64_t sf = attention_state_floats(p);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * group;
+  attention_reset(p, n_queries, partial);
+  const detail::ChunkKeys keys = detail::chunk_keys(p, tile, chunk);
+  auto query_row = [&](int64_t query) {  // query = token * group + head in group
+    return tile.q[query / group] + (static_cast<int64_t>(tile.kv_head) * group + query % group) * d;
+  };
+  // Queries are quantized once per chunk when they fit in `cached` (decode:
+  // one token's group), else once per tile; the values are the same either way.
+  constexpr int kCached = 64;
+  QuantizedQuery cached[kCached];
+  const bool all_cached = n_queries <= kCached;
+  if (all_cached) {
+    for (int64_t query = 0; query < n_queries; ++query) quantize_query(query_row(query), d, cached[query]);
+  }
+  QuantizedQuery local[kHeadBlock];
+  detail::FloatTileBuffers<Avx512Ops> fb;
+  Q8Tile t;
+  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
+    const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
+    detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
+    if (!q8_tile(kv, t0, n_tile)) {
+      detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
+      continue;
+    }
+    load_q8_tile(kv, tile.kv_head, t0, n_tile, d, t);
+    for (int i = 0; i < tile.n_tokens; ++i) {
+      const detail::TileKeys k = detail::tile_keys(p, tile.positions[i], t0, n_tile);
+      if (k.jb >= k.je) continue;
+      for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
+        const int n = std::min(kHeadBlock, group - g0);
+        const QuantizedQuery* qs[kHeadBlock];
+        float* states[kHeadBlock];
+        for (int h = 0; h < n; ++h) {
+          const int64_t query = static_cast<int64_t>(i) * group + g0 + h;
+          if (all_cached) {
+            qs[h] = &cached[query];
+          } else {
+            quantize_query(query_row(query), d, local[h]);
+            qs[h] = &local[h];
+          }
+          states[h] = partial + query * sf;
+        }
+        update_heads_q8(p, qs, n, t, k.jb, k.je, scale, states);
+      }
+    }
+  }
+}
+
+}  // namespace tokamak::kernels
+TOKAMAK_TARGET_REGION_END
+#endif
