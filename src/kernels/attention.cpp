@@ -12,7 +12,7 @@ void attention_chunk_scalar(const AttentionParams&, const KvView&, const QueryTi
 #if TOKAMAK_HAVE_X86_SIMD
 void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 void attention_chunk_avx512(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
-void attention_chunk_avx512_vnni_q8(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx512_vnni_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #endif
 
 void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state) {
@@ -35,16 +35,17 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
   return tile.n_tokens > 0 ? first / kKeyChunk : 0;
 }
 
-bool attention_integer_q8(Isa isa, const AttentionParams& dims, KvType k, KvType v) {
+bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvType v) {
+  const auto integer = [](KvType t) { return t == KvType::Q8 || t == KvType::Q4; };
   return TOKAMAK_HAVE_X86_SIMD && isa >= Isa::kAvx512Vnni && isa != Isa::kNeon && dims.head_dim % 64 == 0 &&
-         k == KvType::Q8 && v == KvType::Q8;
+         integer(k) && integer(v);
 }
 
 void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial) {
 #if TOKAMAK_HAVE_X86_SIMD
-  if (attention_integer_q8(isa, dims, kv.main.k_type, kv.main.v_type)) {
-    return attention_chunk_avx512_vnni_q8(dims, kv, tile, chunk, partial);
+  if (attention_integer_dots(isa, dims, kv.main.k_type, kv.main.v_type)) {
+    return attention_chunk_avx512_vnni_int(dims, kv, tile, chunk, partial);
   }
   if (isa >= Isa::kAvx512 && isa != Isa::kNeon && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);
   if (isa >= Isa::kAvx2 && isa != Isa::kNeon && dims.head_dim % 8 == 0) return attention_chunk_avx2(dims, kv, tile, chunk, partial);

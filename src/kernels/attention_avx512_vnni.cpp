@@ -1,5 +1,5 @@
-// attention_chunk with AVX-512 VNNI for q8 K and V: integer dot products on
-// the stored int8 values instead of dequantizing them to f32.
+// attention_chunk with AVX-512 VNNI for q8 / q4 K and V: integer dot products
+// on the stored values instead of dequantizing them to f32.
 //
 // Why: decode attention over a long context is bound by arithmetic, not by
 // reading the cache: with 8 query heads per KV head (TinyLlama, Llama 3) each
@@ -14,10 +14,12 @@
 //     stored into the tile as k + 128 (u8) and 128 * sum(q) is subtracted:
 //     s_j = sq * sk_j * (sum_c (k_jc + 128) q_c - 128 sum_c q_c) / sqrt(d),
 //     for each part. Exact integer sums; the query's residual rounding is
-//     ~2^-15 of its largest value.
+//     ~2^-15 of its largest value. q4 rows are unpacked to int8 (nibble - 8)
+//     and have a scale per 32 values: the sums then run per such group.
 //   values: p_j = exp(s_j - m) is exact f32 for the softmax sum l; the
-//     weights p_j * sv_j (sv_j V's row scale) are quantized to u8 over the
-//     tile (max -> 255) and VPDPBUSD sums them against the int8 V rows.
+//     weights p_j * |sv_j| (sv_j V's row scale, or group scale for q4; the
+//     sign goes into the values) are quantized to u8 over the tile
+//     (max -> 255) and VPDPBUSD sums them against the int8 V rows.
 //     Rounding each weight to 1/255 of the tile's largest moves an output by
 //     at most ~0.2% of that weight's share of |v| (stated bounds in
 //     tests/kernels/attention_test.cpp).
@@ -62,24 +64,69 @@ constexpr int kMaxSegments = kMaxHeadDim / kSegment;        // of a head row
 constexpr int kGroups = static_cast<int>(kKeyTile) / 4;    // key groups of 4 in a tile
 static_assert(kKeyTile == 32, "the tile layouts below assume two halves of 16 keys");
 
-// A q8 tile of K and V in the layouts above, with the rows' scales.
-struct Q8Tile {
+constexpr int kMaxScaleGroups = kMaxHeadDim / 32;  // of a q4 row (q8 rows have 1)
+
+// A tile of K and V in the layouts above, with the rows' scales: one per row
+// for q8, one per 32 values for q4 ([group][key]).
+struct IntTile {
   alignas(64) uint8_t k[kMaxSegments][16][kKeyTile * 4];  // [segment][dword][key]: u8 (k + 128)
   alignas(64) int8_t v[kMaxSegments][kGroups][4][64];     // [segment][key group][vector]
-  alignas(64) float k_scale[kKeyTile];
-  alignas(64) float v_scale[kKeyTile];
+  alignas(64) float k_scale[kMaxScaleGroups][kKeyTile];
+  alignas(64) float v_scale[kMaxScaleGroups][kKeyTile];
 };
+
+constexpr int scale_groups(KvType t, int d) { return t == KvType::Q4 ? d / 32 : 1; }
+
+// Values [64 s, 64 s + 64) of a q8 or q4 row as int8. A q4 group of 32 keeps
+// value i in the low nibble of byte i and value i + 16 in its high nibble.
+template <KvType T>
+__m512i row_segment(const uint8_t* row, int s) {
+  if constexpr (T == KvType::Q8) return _mm512_loadu_si512(row + s * kSegment);
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s * kSegment / 2));
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(x, mask);                          // [group 2s: 0..15][group 2s+1: 0..15]
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);    // [.. 16..31][.. 16..31]
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  return _mm512_sub_epi8(_mm512_shuffle_i32x4(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(8));
+}
+
+// The scale of group g of a row.
+template <KvType T>
+float row_scale(const uint8_t* row, int d, int g) {
+  if constexpr (T == KvType::Q8) {
+    float f;
+    std::memcpy(&f, row + d, sizeof(f));
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, row + d / 2 + 2 * g, sizeof(h));
+  return _cvtsh_ss(h);
+}
 
 // dst[c * stride + 4 j ..] = dword c of rows[j], for 16 rows of 16 dwords.
 void transpose16_dwords(const __m512i* rows, uint8_t* dst, int64_t dst_stride) {
   Avx512Ops::transpose16(reinterpret_cast<const float*>(rows), 16, reinterpret_cast<float*>(dst), dst_stride / 4);
 }
 
+// Values [64 s, 64 s + 64) of a V row, signed so that their scales are not
+// negative: the weights p_j * sv_j meet VPDPBUSD as unsigned bytes. A q4
+// group's scale is negative when its value of largest magnitude is positive
+// (that value maps to -8), so such groups are negated ([-8, 7] -> [-7, 8]).
+template <KvType T>
+__m512i v_segment(const uint8_t* row, int d, int s) {
+  const __m512i r = row_segment<T>(row, s);
+  if constexpr (T != KvType::Q4) return r;
+  const __mmask64 neg = (row_scale<T>(row, d, 2 * s) < 0.0f ? 0x00000000ffffffffULL : 0) |
+                        (row_scale<T>(row, d, 2 * s + 1) < 0.0f ? 0xffffffff00000000ULL : 0);
+  return _mm512_mask_sub_epi8(r, neg, _mm512_setzero_si512(), r);
+}
+
 // Loads keys [t0, t0 + n) of the KV head into `t`; keys past n are zero
 // (their scores are masked, their weights 0). Rows are read in place: a
 // staging copy of V compiled to a memcpy call per row, 10% of decode time.
-void load_q8_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Q8Tile& t) {
-  alignas(64) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4] = {};
+template <KvType KT, KvType VT>
+void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, IntTile& t) {
+  alignas(64) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4 * kMaxScaleGroups] = {};
   const int segments = d / kSegment;
   const uint8_t* k_rows[kKeyTile];
   const uint8_t* v_rows[kKeyTile];
@@ -90,21 +137,23 @@ void load_q8_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Q8Ti
     });
     for (int64_t j = n; j < kKeyTile; ++j) rows[j] = kZeroRow;
   }
-  for (int j = 0; j < kKeyTile; ++j) {
-    std::memcpy(&t.k_scale[j], k_rows[j] + d, sizeof(float));
-    std::memcpy(&t.v_scale[j], v_rows[j] + d, sizeof(float));
+  for (int g = 0; g < scale_groups(KT, d); ++g) {
+    for (int j = 0; j < kKeyTile; ++j) t.k_scale[g][j] = row_scale<KT>(k_rows[j], d, g);
+  }
+  for (int g = 0; g < scale_groups(VT, d); ++g) {
+    for (int j = 0; j < kKeyTile; ++j) t.v_scale[g][j] = std::fabs(row_scale<VT>(v_rows[j], d, g));  // see v_segment
   }
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int s = 0; s < segments; ++s) {
     __m512i rows[kKeyTile];
-    for (int j = 0; j < kKeyTile; ++j) rows[j] = _mm512_xor_si512(_mm512_loadu_si512(k_rows[j] + s * kSegment), bias);
+    for (int j = 0; j < kKeyTile; ++j) rows[j] = _mm512_xor_si512(row_segment<KT>(k_rows[j], s), bias);
     transpose16_dwords(rows, &t.k[s][0][0], kKeyTile * 4);
     transpose16_dwords(rows + 16, &t.k[s][0][64], kKeyTile * 4);
     for (int g = 0; g < kGroups; ++g) {
-      const __m512i r0 = _mm512_loadu_si512(v_rows[4 * g] + s * kSegment);
-      const __m512i r1 = _mm512_loadu_si512(v_rows[4 * g + 1] + s * kSegment);
-      const __m512i r2 = _mm512_loadu_si512(v_rows[4 * g + 2] + s * kSegment);
-      const __m512i r3 = _mm512_loadu_si512(v_rows[4 * g + 3] + s * kSegment);
+      const __m512i r0 = v_segment<VT>(v_rows[4 * g], d, s);
+      const __m512i r1 = v_segment<VT>(v_rows[4 * g + 1], d, s);
+      const __m512i r2 = v_segment<VT>(v_rows[4 * g + 2], d, s);
+      const __m512i r3 = v_segment<VT>(v_rows[4 * g + 3], d, s);
       const __m512i a = _mm512_unpacklo_epi8(r0, r1);
       const __m512i b = _mm512_unpackhi_epi8(r0, r1);
       const __m512i c = _mm512_unpacklo_epi8(r2, r3);
@@ -127,8 +176,10 @@ struct QuantizedQuery {
   alignas(64) int8_t hi[kMaxHeadDim];
   alignas(64) int8_t lo[kMaxHeadDim];
   float scale = 0.0f;
-  int32_t sum_hi = 0;
-  int32_t sum_lo = 0;
+  int32_t sum[2][kMaxScaleGroups] = {};  // [hi, lo][32 values]
+  int32_t total[2] = {};                 // [hi, lo] over the row
+  // Sum of part `part` over the values of K scale group g of `groups`.
+  int32_t group_sum(int part, int g, int groups) const { return groups == 1 ? total[part] : sum[part][g]; }
 };
 
 void quantize_query(const float* x, int d, QuantizedQuery& out) {
@@ -137,20 +188,23 @@ void quantize_query(const float* x, int d, QuantizedQuery& out) {
   const float m = _mm512_reduce_max_ps(amax);
   out.scale = m / 127.0f;
   const __m512 inv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-  __m512i sum_hi = _mm512_setzero_si512(), sum_lo = _mm512_setzero_si512();
-  for (int c = 0; c < d; c += 16) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + c), inv);
-    const __m512 hi = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512i h = _mm512_cvtps_epi32(hi);
-    const __m512i l = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_sub_ps(v, hi), _mm512_set1_ps(kLoSteps)),
-                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    sum_hi = _mm512_add_epi32(sum_hi, h);
-    sum_lo = _mm512_add_epi32(sum_lo, l);
-    _mm_store_si128(reinterpret_cast<__m128i*>(out.hi + c), _mm512_cvtepi32_epi8(h));
-    _mm_store_si128(reinterpret_cast<__m128i*>(out.lo + c), _mm512_cvtepi32_epi8(l));
+  out.total[0] = out.total[1] = 0;
+  for (int c0 = 0; c0 < d; c0 += 32) {
+    __m512i sum_hi = _mm512_setzero_si512(), sum_lo = _mm512_setzero_si512();
+    for (int c = c0; c < c0 + 32; c += 16) {
+      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + c), inv);
+      const __m512 hi = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i h = _mm512_cvtps_epi32(hi);
+      const __m512i l = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_sub_ps(v, hi), _mm512_set1_ps(kLoSteps)),
+                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      sum_hi = _mm512_add_epi32(sum_hi, h);
+      sum_lo = _mm512_add_epi32(sum_lo, l);
+      _mm_store_si128(reinterpret_cast<__m128i*>(out.hi + c), _mm512_cvtepi32_epi8(h));
+      _mm_store_si128(reinterpret_cast<__m128i*>(out.lo + c), _mm512_cvtepi32_epi8(l));
+    }
+    out.total[0] += out.sum[0][c0 / 32] = _mm512_reduce_add_epi32(sum_hi);
+    out.total[1] += out.sum[1][c0 / 32] = _mm512_reduce_add_epi32(sum_lo);
   }
-  out.sum_hi = _mm512_reduce_add_epi32(sum_hi);
-  out.sum_lo = _mm512_reduce_add_epi32(sum_lo);
 }
 
 // Puts value-order back into the V sums of one segment (see the top).
@@ -171,47 +225,57 @@ constexpr int kHeadBlock = 8;  // query heads whose scores are computed side by 
 // head over keys [jb, je) of the tile. states[h]: [m, l, acc[d]] of head h.
 // The heads go side by side through each phase so that their dependency
 // chains (dot products, reductions, exp) overlap instead of queueing.
-void update_heads_q8(const AttentionParams& p, const QuantizedQuery* const* q, int n, const Q8Tile& t, int jb,
-                     int je, float scale, float* const* states) {
+template <KvType KT, KvType VT>
+void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int n, const IntTile& t, int jb, int je,
+                  float scale, float* const* states) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int d = p.head_dim;
   const int segments = d / kSegment;
-  // Score dot products: [part hi, lo][head][half of 16 keys], a pass each
-  // (16 accumulators in registers).
-  __m512i dot[2][kHeadBlock][2];
-  for (int part = 0; part < 2; ++part) {
-    for (int h = 0; h < n; ++h) dot[part][h][0] = dot[part][h][1] = _mm512_setzero_si512();
-    for (int s = 0; s < segments; ++s) {
-      for (int c = 0; c < 16; ++c) {
-        const __m512i k0 = _mm512_load_si512(&t.k[s][c][0]);
-        const __m512i k1 = _mm512_load_si512(&t.k[s][c][64]);
+  // Scores: sum over K's scale groups of the group's integer dot products
+  // (hi and lo parts, a pass each with 16 accumulators in registers) times
+  // the keys' scales of that group. [head][half of 16 keys].
+  alignas(64) float sc[kHeadBlock][kKeyTile] = {};
+  const int k_groups = scale_groups(KT, d), v_groups = scale_groups(VT, d);
+  const int dwords_per_group = d / 4 / k_groups;
+  for (int g = 0; g < k_groups; ++g) {
+    __m512i dot[2][kHeadBlock][2];
+    for (int part = 0; part < 2; ++part) {
+      for (int h = 0; h < n; ++h) dot[part][h][0] = dot[part][h][1] = _mm512_setzero_si512();
+      for (int cc = g * dwords_per_group; cc < (g + 1) * dwords_per_group; ++cc) {
+        const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
+        const __m512i k1 = _mm512_load_si512(&t.k[cc / 16][cc % 16][64]);
         for (int h = 0; h < n; ++h) {
           int32_t qd;
-          std::memcpy(&qd, (part == 0 ? q[h]->hi : q[h]->lo) + s * kSegment + 4 * c, sizeof(qd));
+          std::memcpy(&qd, (part == 0 ? q[h]->hi : q[h]->lo) + 4 * cc, sizeof(qd));
           const __m512i qv = _mm512_set1_epi32(qd);
           dot[part][h][0] = _mm512_dpbusd_epi32(dot[part][h][0], k0, qv);
           dot[part][h][1] = _mm512_dpbusd_epi32(dot[part][h][1], k1, qv);
         }
       }
     }
-  }
-  // The softmax step and the weights p_j * sv_j as u8 over each head's
-  // largest, in phases that each loop over the heads: an iteration is a short
-  // dependency chain (a reduction, an exp), independent of the others, so
-  // the out-of-order core runs the heads' chains side by side.
-  alignas(64) float sc[kHeadBlock][kKeyTile];
-  alignas(64) uint8_t wq[kHeadBlock][kKeyTile];
-  alignas(64) float m_old[16] = {}, m_new[16] = {}, corr[16], w_max[16] = {}, w_inv[16], w_scale[16];
-  for (int h = 0; h < n; ++h) {
-    const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->sum_hi);
-    const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->sum_lo);
-    const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
     const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
-    for (int half = 0; half < 2; ++half) {
-      const __m512 raw = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[1][h][half], offset_lo)), lo_step,
-                                         _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[0][h][half], offset_hi)));
-      _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_mul_ps(raw, qs), _mm512_load_ps(t.k_scale + 16 * half)));
+    for (int h = 0; h < n; ++h) {
+      const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->group_sum(0, g, k_groups));
+      const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
+      for (int half = 0; half < 2; ++half) {
+        const __m512 raw = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[1][h][half], offset_lo)), lo_step,
+                                           _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[0][h][half], offset_hi)));
+        float* at = sc[h] + 16 * half;
+        _mm512_store_ps(at, _mm512_fmadd_ps(raw, _mm512_load_ps(t.k_scale[g] + 16 * half), _mm512_load_ps(at)));
+      }
     }
+  }
+  // The softmax step and the weights p_j * sv_j (each V scale group) as u8
+  // over their largest, in phases that each loop over the heads: an
+  // iteration is a short dependency chain (a reduction, an exp), independent
+  // of the others, so the out-of-order core runs the heads' chains side by side.
+  alignas(64) uint8_t wq[kHeadBlock][kMaxScaleGroups][kKeyTile];
+  alignas(64) float m_old[16] = {}, m_new[16] = {}, corr[16];
+  alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
+      w_scale[kHeadBlock * kMaxScaleGroups];
+  for (int h = 0; h < n; ++h) {
+    const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
+    for (int half = 0; half < 2; ++half) _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), qs));
     if (p.softcap > 0.0f) {
       for (int j = jb; j < je; ++j) sc[h][j] = p.softcap * std::tanh(sc[h][j] / p.softcap);
     }
@@ -227,43 +291,53 @@ void update_heads_q8(const AttentionParams& p, const QuantizedQuery* const* q, i
     Avx512Ops::exp_shift(sc[h], kKeyTile, m_new[h]);
     states[h][0] = m_new[h];
     states[h][1] = states[h][1] * corr[h] + Avx512Ops::sum(sc[h], kKeyTile);
-    for (int half = 0; half < 2; ++half) {
-      _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale + 16 * half)));
+    for (int g = 0; g < v_groups; ++g) {
+      const __m512 w0 = _mm512_mul_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(t.v_scale[g]));
+      const __m512 w1 = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16), _mm512_load_ps(t.v_scale[g] + 16));
+      w_max[h * kMaxScaleGroups + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
     }
-    w_max[h] = Avx512Ops::max(sc[h], kKeyTile);
   }
-  {
-    const __m512 wm = _mm512_load_ps(w_max);
+  for (int i = 0; i < n * kMaxScaleGroups; i += 16) {
+    const __m512 wm = _mm512_load_ps(w_max + i);
     const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
-    _mm512_store_ps(w_inv, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
-    _mm512_store_ps(w_scale, _mm512_div_ps(wm, _mm512_set1_ps(255.0f)));
+    _mm512_store_ps(w_inv + i, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
+    _mm512_store_ps(w_scale + i, _mm512_div_ps(wm, _mm512_set1_ps(255.0f)));
   }
   for (int h = 0; h < n; ++h) {
-    const __m512 inv = _mm512_set1_ps(w_inv[h]);
-    for (int half = 0; half < 2; ++half) {
-      const __m512i u = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), inv),
-                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm_store_si128(reinterpret_cast<__m128i*>(wq[h] + 16 * half), _mm512_cvtusepi32_epi8(u));
+    for (int g = 0; g < v_groups; ++g) {
+      const __m512 inv = _mm512_set1_ps(w_inv[h * kMaxScaleGroups + g]);
+      for (int half = 0; half < 2; ++half) {
+        const __m512 w = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale[g] + 16 * half));
+        const __m512i u = _mm512_cvt_roundps_epi32(_mm512_mul_ps(w, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_store_si128(reinterpret_cast<__m128i*>(wq[h][g] + 16 * half), _mm512_cvtusepi32_epi8(u));
+      }
     }
   }
   // acc = acc * corr + w_scale * sum_j wq_j v_j, four heads at a time so that
-  // each V vector loaded serves four heads (16 accumulators in registers).
+  // each V vector loaded serves four heads (16 accumulators in registers). In
+  // a segment, 128-bit lanes 0-1 hold values of V scale group 2s and lanes
+  // 2-3 of group 2s + 1 (q4), or all of the row's one group (q8): each half
+  // of the broadcast weights comes from its group.
   for (int s = 0; s < segments; ++s) {
+    const int g_lo = v_groups == 1 ? 0 : 2 * s;
+    const int g_hi = v_groups == 1 ? 0 : 2 * s + 1;
     for (int h0 = 0; h0 < n; h0 += 4) {
       const int hn = std::min(4, n - h0);
       __m512i sums[4][4];
       for (int h = 0; h < hn; ++h) {
         for (int v = 0; v < 4; ++v) sums[h][v] = _mm512_setzero_si512();
       }
-      for (int g = 0; g < kGroups; ++g) {
-        const __m512i v0 = _mm512_load_si512(t.v[s][g][0]);
-        const __m512i v1 = _mm512_load_si512(t.v[s][g][1]);
-        const __m512i v2 = _mm512_load_si512(t.v[s][g][2]);
-        const __m512i v3 = _mm512_load_si512(t.v[s][g][3]);
+      for (int kg = 0; kg < kGroups; ++kg) {
+        const __m512i v0 = _mm512_load_si512(t.v[s][kg][0]);
+        const __m512i v1 = _mm512_load_si512(t.v[s][kg][1]);
+        const __m512i v2 = _mm512_load_si512(t.v[s][kg][2]);
+        const __m512i v3 = _mm512_load_si512(t.v[s][kg][3]);
         for (int h = 0; h < hn; ++h) {
-          int32_t wd;
-          std::memcpy(&wd, wq[h0 + h] + 4 * g, sizeof(wd));
-          const __m512i wv = _mm512_set1_epi32(wd);
+          int32_t w_lo, w_hi;
+          std::memcpy(&w_lo, wq[h0 + h][g_lo] + 4 * kg, sizeof(w_lo));
+          std::memcpy(&w_hi, wq[h0 + h][g_hi] + 4 * kg, sizeof(w_hi));
+          if ((w_lo | w_hi) == 0) continue;
+          const __m512i wv = _mm512_inserti64x4(_mm512_set1_epi32(w_lo), _mm256_set1_epi32(w_hi), 1);
           sums[h][0] = _mm512_dpbusd_epi32(sums[h][0], wv, v0);
           sums[h][1] = _mm512_dpbusd_epi32(sums[h][1], wv, v1);
           sums[h][2] = _mm512_dpbusd_epi32(sums[h][2], wv, v2);
@@ -273,9 +347,9 @@ void update_heads_q8(const AttentionParams& p, const QuantizedQuery* const* q, i
       for (int h = 0; h < hn; ++h) {
         unpermute(sums[h]);
         const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
-        const __m512 ws = _mm512_set1_ps(w_scale[h0 + h]);
         float* acc = states[h0 + h] + 2 + s * kSegment;
         for (int v = 0; v < 4; ++v) {
+          const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kMaxScaleGroups + (v < 2 ? g_lo : g_hi)]);
           _mm512_storeu_ps(acc + 16 * v,
                            _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
         }
@@ -284,17 +358,11 @@ void update_heads_q8(const AttentionParams& p, const QuantizedQuery* const* q, i
   }
 }
 
-// Whether keys [t0, t0 + n) are q8 K and V rows of the main pages.
-bool q8_tile(const KvView& kv, int64_t t0, int64_t n) {
-  return kv.main.k_type == KvType::Q8 && kv.main.v_type == KvType::Q8 && t0 + n <= kv.k_recent_begin &&
-         t0 + n <= kv.v_recent_begin;
-}
+// Whether keys [t0, t0 + n) all lie in the main pages (not the f16 ring).
+bool int_tile(const KvView& kv, int64_t t0, int64_t n) { return t0 + n <= kv.k_recent_begin && t0 + n <= kv.v_recent_begin; }
 
-}  // namespace
-
-void attention_chunk_avx512_vnni_q8(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
-                                    float* partial) {
-  const int d = p.head_dim;
+template <KvType KT, KvType VT>
+void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {  const int d = p.head_dim;
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -314,15 +382,15 @@ void attention_chunk_avx512_vnni_q8(const AttentionParams& p, const KvView& kv, 
   }
   QuantizedQuery local[kHeadBlock];
   detail::FloatTileBuffers<Avx512Ops> fb;
-  Q8Tile t;
+  IntTile t;
   for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
     const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
     detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
-    if (!q8_tile(kv, t0, n_tile)) {
+    if (!int_tile(kv, t0, n_tile)) {
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
       continue;
     }
-    load_q8_tile(kv, tile.kv_head, t0, n_tile, d, t);
+    load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
     for (int i = 0; i < tile.n_tokens; ++i) {
       const detail::TileKeys k = detail::tile_keys(p, tile.positions[i], t0, n_tile);
       if (k.jb >= k.je) continue;
@@ -340,10 +408,21 @@ void attention_chunk_avx512_vnni_q8(const AttentionParams& p, const KvView& kv, 
           }
           states[h] = partial + query * sf;
         }
-        update_heads_q8(p, qs, n, t, k.jb, k.je, scale, states);
+        update_heads<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
       }
     }
   }
+}
+
+}  // namespace
+
+void attention_chunk_avx512_vnni_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                                     float* partial) {
+  const bool k4 = kv.main.k_type == KvType::Q4, v4 = kv.main.v_type == KvType::Q4;
+  if (k4 && v4) return chunk_int<KvType::Q4, KvType::Q4>(p, kv, tile, chunk, partial);
+  if (k4) return chunk_int<KvType::Q4, KvType::Q8>(p, kv, tile, chunk, partial);
+  if (v4) return chunk_int<KvType::Q8, KvType::Q4>(p, kv, tile, chunk, partial);
+  chunk_int<KvType::Q8, KvType::Q8>(p, kv, tile, chunk, partial);
 }
 
 }  // namespace tokamak::kernels
