@@ -383,6 +383,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   QuantizedQuery local[kHeadBlock];
   detail::FloatTileBuffers<Avx512Ops> fb;
   IntTile t;
+  detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
   for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
     const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
     detail::prefetch_tile_ahead(kv, tile, t0, keys.end);

@@ -26,6 +26,7 @@
 #include <limits>
 
 #include "kernels/attention.h"
+#include "kernels/prefetch.h"
 
 namespace tokamak::kernels::detail {
 
@@ -62,7 +63,8 @@ void load_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, int
 // hardware prefetcher to get ahead of a decode step that is bound by memory.
 inline void prefetch_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n) {
   for_each_run(kv, keys, head, t0, n, [](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
-    for (int64_t b = 0; b < run * row_bytes; b += 64) __builtin_prefetch(src + b);
+    for (int64_t b = 0; b < run * row_bytes; b += 64) prefetch_l1(src + b);
+    prefetch_l1(src + run * row_bytes - 1);  // the last line, wherever the run starts in its first
   });
 }
 
@@ -174,7 +176,10 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
   }
 }
 
-// Tiles ahead of the one computed whose K/V lines are requested.
+// Tiles ahead of the one computed whose K/V lines are requested (measured
+// on the reference machine from DRAM, a layer at 8K q8: 1 ahead 681 us, 2
+// ahead 684, 3 ahead 705, none 888). Called with t0 = begin - kKeyTile before
+// a chunk's first step, it asks for that first tile.
 constexpr int64_t kPrefetchTiles = 1;
 inline void prefetch_tile_ahead(const KvView& kv, const QueryTile& tile, int64_t t0, int64_t k_end) {
   const int64_t next = t0 + kPrefetchTiles * kKeyTile;
@@ -190,6 +195,7 @@ void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& t
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
   const ChunkKeys keys = chunk_keys(p, tile, chunk);
   FloatTileBuffers<V> b;
+  prefetch_tile_ahead(kv, tile, keys.begin - kPrefetchTiles * kKeyTile, keys.end);
   for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
     prefetch_tile_ahead(kv, tile, t0, keys.end);
     float_tile_step<V>(p, kv, tile, t0, std::min(kKeyTile, keys.end - t0), b, partial);
