@@ -1,6 +1,4 @@
 // attention_chunk with AVX2 + FMA + F16C: 8 lanes; head_dim a multiple of 8.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +11,8 @@
 #include "kernels/kv_format.h"
 
 #if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+
 TOKAMAK_TARGET_REGION_AVX2
 #include "kernels/attention_impl.h"
 

@@ -4,8 +4,6 @@
 // which -Wmaybe-uninitialized reports wherever such intrinsics are inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +16,8 @@
 #include "kernels/kv_format.h"
 
 #if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+
 TOKAMAK_TARGET_REGION_AVX512
 #include "kernels/attention_impl.h"
 

@@ -37,8 +37,6 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -51,6 +49,8 @@
 #include "kernels/kv_format.h"
 
 #if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+
 TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_VNNI)
 #include "kernels/attention_impl.h"
 

@@ -163,7 +163,7 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
       const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
       run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens);
     }
-  });
+  }, grain);
 }
 
 }  // namespace tokamak::kernels
