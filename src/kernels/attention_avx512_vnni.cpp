@@ -362,7 +362,8 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
 bool int_tile(const KvView& kv, int64_t t0, int64_t n) { return t0 + n <= kv.k_recent_begin && t0 + n <= kv.v_recent_begin; }
 
 template <KvType KT, KvType VT>
-void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {  const int d = p.head_dim;
+void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+  const int d = p.head_dim;
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
