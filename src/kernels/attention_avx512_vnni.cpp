@@ -15,7 +15,8 @@
 //     s_j = sq * sk_j * (sum_c (k_jc + 128) q_c - 128 sum_c q_c) / sqrt(d),
 //     for each part. Exact integer sums; the query's residual rounding is
 //     ~2^-15 of its largest value. q4 rows are unpacked to int8 (nibble - 8)
-//     and have a scale per 32 values: the sums then run per such group.
+//     and have a scale per 32 values: the sums then run per such group, and
+//     the correction part is skipped (K's own 4-bit rounding dwarfs it).
 //   values: p_j = exp(s_j - m) is exact f32 for the softmax sum l; the
 //     weights p_j * |sv_j| (sv_j V's row scale, or group scale for q4; the
 //     sign goes into the values) are quantized to u8 over the tile
@@ -238,8 +239,12 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
   const int k_groups = scale_groups(KT, d), v_groups = scale_groups(VT, d);
   const int dwords_per_group = d / 4 / k_groups;
   for (int g = 0; g < k_groups; ++g) {
+    // q4 K rounds to 1/16 of a row's range: the query's 8-bit rounding is
+    // noise beside it, so q4 K skips the correction pass (KL unchanged).
+    constexpr int kParts = KT == KvType::Q4 ? 1 : 2;
     __m512i dot[2][kHeadBlock][2];
-    for (int part = 0; part < 2; ++part) {
+    for (int h = 0; h < n; ++h) dot[1][h][0] = dot[1][h][1] = _mm512_setzero_si512();
+    for (int part = 0; part < kParts; ++part) {
       for (int h = 0; h < n; ++h) dot[part][h][0] = dot[part][h][1] = _mm512_setzero_si512();
       for (int cc = g * dwords_per_group; cc < (g + 1) * dwords_per_group; ++cc) {
         const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
@@ -256,7 +261,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
     const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
     for (int h = 0; h < n; ++h) {
       const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->group_sum(0, g, k_groups));
-      const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
+      const __m512i offset_lo = _mm512_set1_epi32(kParts == 2 ? 128 * q[h]->group_sum(1, g, k_groups) : 0);
       for (int half = 0; half < 2; ++half) {
         const __m512 raw = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[1][h][half], offset_lo)), lo_step,
                                            _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[0][h][half], offset_hi)));
