@@ -7,6 +7,20 @@
 
 namespace tokamak::testing {
 
+// Whether the build is instrumented (ASan): heavy tests then check less.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+
 // $TOKAMAK_TEST_DATA, else ../shared beside the checkout (resolved by CMake).
 std::filesystem::path test_data_dir();
 // test_data_dir() / relative; the test fails (GTEST_SKIP is not used: missing data is an error).

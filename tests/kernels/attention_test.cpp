@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "common/test_data.h"
 #include "core/error.h"
 
 #include "kernels/attention.h"
@@ -17,17 +18,7 @@
 namespace tokamak::kernels {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing::kSanitized;
 // Instrumented builds run the same shapes with shorter contexts.
 constexpr int64_t kMaxLength = kSanitized ? 1200 : 5000;
 constexpr int kRandomCases = kSanitized ? 12 : 40;

@@ -12,6 +12,7 @@
 #include <span>
 #include <nlohmann/json.hpp>
 
+#include "common/forward_logits.h"
 #include "common/reference_model.h"
 #include "common/test_data.h"
 #include "core/thread_pool.h"
@@ -26,27 +27,13 @@ namespace {
 
 using kernels::KvType;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing::kSanitized;
 using testing::read_f32_file;
 using testing::test_data;
 
-kv::KvFormat format(KvType k, KvType v, int32_t recent = 0) {
-  kv::KvFormat f;
-  f.k_type = k;
-  f.v_type = v;
-  f.recent = recent;
-  return f;
-}
+using testing::fixture_sequence;
+using testing::kv_format;
+using testing::max_abs_diff;
 
 std::string format_name(const kv::KvFormat& f) {
   std::string s(kernels::kv_type_name(f.k_type));
@@ -55,42 +42,12 @@ std::string format_name(const kv::KvFormat& f) {
   return s;
 }
 
-std::vector<int32_t> sequence_ids(const std::string& name) {
-  std::ifstream in(test_data("fixtures/logits/manifest.json"));
-  const nlohmann::json manifest = nlohmann::json::parse(in);
-  return manifest.at("sequences").at(name).at("token_ids").get<std::vector<int32_t>>();
-}
-
-// Logits of every position of `ids`, as one batch or one token per step.
-// Matmuls keep f32 activations (the all-f32 arithmetic of the fixtures'
-// deqf32 files), so what differs between runs here is the KV storage alone.
+// Logits of every position of `ids` with KV storage `f`, as one batch or one
+// token per step. Matmuls keep f32 activations (the all-f32 arithmetic of the
+// fixtures' deqf32 files), so what differs between runs here is the KV storage alone.
 std::vector<float> logits(const Model& model, const std::vector<int32_t>& ids, const kv::KvFormat& f, bool incremental,
                           int threads = 1, kernels::Isa isa = kernels::best_isa()) {
-  ThreadPool pool(threads);
-  kv::KvCache kv(kv_layout_for(model.config(), f), static_cast<int32_t>(ids.size() / 16 + 8));
-  Forward forward(model, pool, {isa, kernels::MatmulPrecision::kF32});
-  std::vector<float> out;
-  Batch batch;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    batch.add(ids[i], static_cast<int32_t>(i), 0, true);
-    if (incremental) {
-      const std::span<const float> row = forward.run(batch, kv);
-      out.insert(out.end(), row.begin(), row.end());
-      batch.clear();
-    }
-  }
-  if (!incremental) {
-    const std::span<const float> rows = forward.run(batch, kv);
-    out.assign(rows.begin(), rows.end());
-  }
-  return out;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0.0f;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
+  return testing::forward_logits(model, ids, {f, incremental, threads, {isa, kernels::MatmulPrecision::kF32}});
 }
 
 // Mean over rows of KL(softmax(ref) || softmax(test)), in nats.
@@ -134,11 +91,11 @@ std::vector<int32_t> greedy(const Model& model, const kv::KvFormat& f, int steps
   return out;
 }
 
-const kv::KvFormat kF32 = format(KvType::F32, KvType::F32);
+const kv::KvFormat kF32 = kv_format(KvType::F32, KvType::F32);
 const kv::KvFormat kFormats[] = {
-    format(KvType::F16, KvType::F16),  format(KvType::BF16, KvType::BF16), format(KvType::Q8, KvType::Q8),
-    format(KvType::Q4, KvType::Q4),    format(KvType::Q8, KvType::Q4),     format(KvType::Q8, KvType::Q8, 8),
-    format(KvType::Q4, KvType::Q4, 8),
+    kv_format(KvType::F16, KvType::F16),  kv_format(KvType::BF16, KvType::BF16), kv_format(KvType::Q8, KvType::Q8),
+    kv_format(KvType::Q4, KvType::Q4),    kv_format(KvType::Q8, KvType::Q4),     kv_format(KvType::Q8, KvType::Q8, 8),
+    kv_format(KvType::Q4, KvType::Q4, 8),
 };
 
 // llama.cpp's default KV type: the fixtures were made with F32 KV, and
@@ -163,7 +120,7 @@ TEST(KvFidelity, F16KvStillMatchesTheLogitFixtures) {
       const std::vector<float> expected =
           read_f32_file(test_data(std::string("fixtures/logits/") + c.fixture + ".seq" + seq + c.suffix));
       const float diff =
-          max_abs_diff(logits(model, sequence_ids(seq), format(KvType::F16, KvType::F16), false), expected);
+          max_abs_diff(logits(model, fixture_sequence(seq), kv_format(KvType::F16, KvType::F16), false), expected);
       EXPECT_LE(diff, c.tolerance) << c.fixture << " seq" << seq;
       std::printf("f16 KV: %s seq%s max |diff| = %.3g\n", c.fixture, seq.c_str(), diff);
     }
@@ -175,8 +132,8 @@ TEST(KvFidelity, F16KvStillMatchesTheLogitFixtures) {
 // recent window, whose split point moves with the step's length).
 TEST(KvFidelity, IncrementalEqualsBatchedBitwiseForEveryType) {
   const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
-  const std::vector<int32_t> ids = sequence_ids("B");
-  for (const kv::KvFormat& f : {kF32, format(KvType::F16, KvType::F16), format(KvType::Q8, KvType::Q4)}) {
+  const std::vector<int32_t> ids = fixture_sequence("B");
+  for (const kv::KvFormat& f : {kF32, kv_format(KvType::F16, KvType::F16), kv_format(KvType::Q8, KvType::Q4)}) {
     EXPECT_EQ(logits(model, ids, f, false), logits(model, ids, f, true)) << format_name(f);
   }
 }
@@ -203,14 +160,14 @@ TEST(KvFidelity, KlDivergenceAgainstF32KvIsSmall) {
     const Model model = Model::load(test_data(mc.path));
     std::vector<float> ref;
     for (const std::string seq : {"A", "B"}) {
-      const std::vector<float> l = logits(model, sequence_ids(seq), kF32, true);
+      const std::vector<float> l = logits(model, fixture_sequence(seq), kF32, true);
       ref.insert(ref.end(), l.begin(), l.end());
     }
     double kls[std::size(kFormats)] = {};
     for (size_t i = 0; i < std::size(kFormats); ++i) {
       std::vector<float> test;
       for (const std::string seq : {"A", "B"}) {
-        const std::vector<float> l = logits(model, sequence_ids(seq), kFormats[i], true);
+        const std::vector<float> l = logits(model, fixture_sequence(seq), kFormats[i], true);
         test.insert(test.end(), l.begin(), l.end());
       }
       const double kl = kls[i] = mean_kl(ref, test, model.config().n_vocab);
@@ -248,9 +205,9 @@ TEST(KvFidelity, IntegerAttentionCostsLittleKl) {
   std::mt19937 rng(3);
   std::vector<int32_t> ids(kSanitized ? 200 : 600);
   for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 256);
-  const std::vector<float> ref = logits(model, ids, format(KvType::F32, KvType::F32), true);
+  const std::vector<float> ref = logits(model, ids, kv_format(KvType::F32, KvType::F32), true);
   for (KvType t : {KvType::Q8, KvType::Q4}) {
-    const kv::KvFormat f = format(t, t);
+    const kv::KvFormat f = kv_format(t, t);
     const double kl_float = mean_kl(ref, logits(model, ids, f, true, 1, kernels::Isa::kAvx512), spec.n_vocab);
     const double kl_integer = mean_kl(ref, logits(model, ids, f, true, 1, kernels::best_isa()), spec.n_vocab);
     std::printf("random 64-wide heads, KV %s: mean KL vs f32 KV = %.3g nats (f32 arithmetic), %.3g (integer dots)\n",
@@ -313,7 +270,7 @@ std::vector<float> decode_after_long_prompt(const Model& model, const kv::KvForm
 
 TEST(KvFidelity, FlashDecodingSplitsKeepBatchInvariance) {
   const Model stories = Model::load(test_data("models/stories260K/stories260K.gguf"));
-  const kv::KvFormat f = format(KvType::Q8, KvType::Q4, 16);
+  const kv::KvFormat f = kv_format(KvType::Q8, KvType::Q4, 16);
   EXPECT_EQ(decode_after_long_prompt(stories, f, false), decode_after_long_prompt(stories, f, true));
 
   testing::RandomModelSpec spec;

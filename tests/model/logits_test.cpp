@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/forward_logits.h"
 #include "common/test_data.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -18,46 +19,14 @@ namespace {
 using testing::read_f32_file;
 using testing::test_data;
 
-std::vector<int32_t> sequence_ids(const std::string& name) {
-  std::ifstream in(test_data("fixtures/logits/manifest.json"));
-  const nlohmann::json manifest = nlohmann::json::parse(in);
-  return manifest.at("sequences").at(name).at("token_ids").get<std::vector<int32_t>>();
-}
+using testing::fixture_sequence;
+using testing::kv_format;
+using testing::max_abs_diff;
 
-kv::KvFormat f32_kv() {
-  kv::KvFormat f;
-  f.k_type = f.v_type = kernels::KvType::F32;
-  return f;
-}
-
-// Logits of every position of `ids` as one batch (or one token per call).
+// Logits of every position of `ids` with f32 KV, as one batch (or one token per call).
 std::vector<float> compute_logits(const Model& model, const std::vector<int32_t>& ids, bool incremental,
                                   int threads = 1, kernels::MatmulOptions options = {}) {
-  ThreadPool pool(threads);
-  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
-  Forward forward(model, pool, options);
-  std::vector<float> out;
-  Batch batch;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    batch.add(ids[i], static_cast<int32_t>(i), 0, true);
-    if (incremental) {
-      const std::span<const float> row = forward.run(batch, kv);
-      out.insert(out.end(), row.begin(), row.end());
-      batch.clear();
-    }
-  }
-  if (!incremental) {
-    const std::span<const float> rows = forward.run(batch, kv);
-    out.assign(rows.begin(), rows.end());
-  }
-  return out;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0.0f;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
+  return testing::forward_logits(model, ids, {kv_format(), incremental, threads, options});
 }
 
 struct FixtureCase {
@@ -95,7 +64,7 @@ TEST_P(FixtureLogits, MatchLlamaCppOnBothSequences) {
     const std::vector<float> expected =
         read_f32_file(test_data(std::string("fixtures/logits/") + c.fixture + ".seq" + seq + c.suffix));
     const std::vector<float> got =
-        compute_logits(model, sequence_ids(seq), false, 1, {kernels::best_isa(), kernels::MatmulPrecision::kF32});
+        compute_logits(model, fixture_sequence(seq), false, 1, {kernels::best_isa(), kernels::MatmulPrecision::kF32});
     const float diff = max_abs_diff(got, expected);
     EXPECT_LE(diff, c.tolerance) << c.fixture << " seq" << seq;
     std::printf("%s seq%s max |diff| = %.3g\n", c.fixture, seq.c_str(), diff);
@@ -162,7 +131,7 @@ TEST_P(NativeLogits, QuantizedActivationsMatchLlamaCppUpToRoundingFlips) {
       const std::string prefix = std::string("fixtures/logits/") + c.fixture + ".seq" + seq;
       const std::vector<float> native = read_f32_file(test_data(prefix + ".logits.f32"));
       const std::vector<float> deqf32 = read_f32_file(test_data(prefix + ".deqf32.logits.f32"));
-      const std::vector<float> got = compute_logits(model, sequence_ids(seq), false, 2, {isa, kernels::MatmulPrecision::kQuantized});
+      const std::vector<float> got = compute_logits(model, fixture_sequence(seq), false, 2, {isa, kernels::MatmulPrecision::kQuantized});
       EXPECT_LE(max_abs_diff(got, native), c.vs_native) << c.fixture << " seq" << seq << " " << kernels::isa_name(isa);
       EXPECT_LE(max_abs_diff(got, deqf32), c.vs_deqf32) << c.fixture << " seq" << seq << " " << kernels::isa_name(isa);
       if (c.prefix_matches) {
@@ -192,7 +161,7 @@ TEST(Logits, Avx2Q8_0ReproducesLlamaCppBitwise) {
     const Model model = Model::load(test_data(std::string("fixtures/models/") + name + ".gguf"));
     for (const std::string seq : {"A", "B"}) {
       const std::vector<float> native = read_f32_file(test_data(std::string("fixtures/logits/") + name + ".seq" + seq + ".logits.f32"));
-      EXPECT_EQ(compute_logits(model, sequence_ids(seq), false, 1, {kernels::Isa::kAvx2, kernels::MatmulPrecision::kQuantized}), native)
+      EXPECT_EQ(compute_logits(model, fixture_sequence(seq), false, 1, {kernels::Isa::kAvx2, kernels::MatmulPrecision::kQuantized}), native)
           << name << " seq" << seq;
     }
   }
@@ -201,7 +170,7 @@ TEST(Logits, Avx2Q8_0ReproducesLlamaCppBitwise) {
 TEST(Logits, TokenByTokenThroughKvCacheEqualsOneBatch) {
   const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
   for (const std::string seq : {"A", "B"}) {
-    const std::vector<int32_t> ids = sequence_ids(seq);
+    const std::vector<int32_t> ids = fixture_sequence(seq);
     const std::vector<float> batched = compute_logits(model, ids, false);
     const std::vector<float> incremental = compute_logits(model, ids, true);
     EXPECT_LE(max_abs_diff(batched, incremental), 1e-5f) << "seq" << seq;
@@ -217,19 +186,19 @@ TEST(Logits, Llama2cCheckpointEqualsGguf) {
   const Model bin = Model::load(test_data("models/stories260K/stories260K.bin"));
   EXPECT_EQ(bin.format(), ModelFormat::Llama2c);
   EXPECT_TRUE(bin.config().tied_output);
-  const std::vector<int32_t> ids = sequence_ids("A");
+  const std::vector<int32_t> ids = fixture_sequence("A");
   // Same weights, same kernels: bitwise equal.
   EXPECT_EQ(compute_logits(gguf, ids, false), compute_logits(bin, ids, false));
 }
 
 TEST(Logits, SequenceLogitsDoNotDependOnTheRestOfTheBatch) {
   const Model model = Model::load(test_data("fixtures/models/micro-llama-q8_0.gguf"));
-  const std::vector<int32_t> a = sequence_ids("A");
-  const std::vector<int32_t> b = sequence_ids("B");
+  const std::vector<int32_t> a = fixture_sequence("A");
+  const std::vector<int32_t> b = fixture_sequence("B");
   const std::vector<float> alone = compute_logits(model, a, false, 2);
   // A interleaved with B in one batch, on two sequences.
   ThreadPool pool(2);
-  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
+  kv::KvCache kv(kv_layout_for(model.config(), kv_format()), 64);
   Forward forward(model, pool);
   Batch batch;
   for (size_t i = 0; i < b.size(); ++i) {
@@ -243,13 +212,13 @@ TEST(Logits, SequenceLogitsDoNotDependOnTheRestOfTheBatch) {
 // Every position of sequence A, alone and as one of 7 sequences decoding side
 // by side (prompts of different lengths, then one token each), bitwise.
 TEST(Logits, ARowIsTheSameAloneAndInABatchOfSeven) {
-  const std::vector<int32_t> a = sequence_ids("A");
-  const std::vector<int32_t> b = sequence_ids("B");
+  const std::vector<int32_t> a = fixture_sequence("A");
+  const std::vector<int32_t> b = fixture_sequence("B");
   for (const char* name : {"micro-llama-q8_0", "micro-llama-q4_k", "micro-llama-q6_k", "micro-llama-f16", "micro-llama-bf16"}) {
     const Model model = Model::load(test_data(std::string("fixtures/models/") + name + ".gguf"));
     const std::vector<float> alone = compute_logits(model, a, true, 2);
     ThreadPool pool(2);
-    kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 64);
+    kv::KvCache kv(kv_layout_for(model.config(), kv_format()), 64);
     Forward forward(model, pool);
     // Six other sequences get prompts of 1..6 tokens of B first.
     Batch prompts;
@@ -275,7 +244,7 @@ TEST(Logits, ARowIsTheSameAloneAndInABatchOfSeven) {
 TEST(Logits, BadBatchesAreRejectedWithoutTouchingTheCache) {
   const Model model = Model::load(test_data("models/stories260K/stories260K.gguf"));
   ThreadPool pool(1);
-  kv::KvCache kv(kv_layout_for(model.config(), f32_kv()), 2);
+  kv::KvCache kv(kv_layout_for(model.config(), kv_format()), 2);
   Forward forward(model, pool);
   Batch bad_token;
   bad_token.add(512, 0, 0, true);
