@@ -10,7 +10,6 @@
 //
 //   build/rel/matmul_bench --benchmark_filter=Gemv --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +21,7 @@
 
 #include "core/dtype.h"
 #include "core/half.h"
+#include "core/huge_pages.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -30,21 +30,14 @@
 namespace tokamak {
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kRotationBytes = size_t{512} << 20;
 
+// Zeroed memory on huge pages, as the weights of a loaded model.
 struct HugeBuffer {
-  std::byte* data = nullptr;
-  size_t size = 0;
-  explicit HugeBuffer(size_t n) : size((n + kHugePage - 1) / kHugePage * kHugePage) {
-    data = static_cast<std::byte*>(std::aligned_alloc(kHugePage, size));
-    if (data == nullptr) std::abort();
-    ::madvise(data, size, MADV_HUGEPAGE);
-    std::memset(data, 0, size);
-  }
-  ~HugeBuffer() { std::free(data); }
-  HugeBuffer(const HugeBuffer&) = delete;
-  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  HugePageBuffer pages;
+  std::byte* data;
+  size_t size;
+  explicit HugeBuffer(size_t n) : pages(n, "benchmark buffer"), data(pages.data()), size(n) { std::memset(data, 0, size); }
 };
 
 // A weight matrix [rows, k] of type t: random quants with sane scales (the
