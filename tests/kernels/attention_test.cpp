@@ -183,6 +183,8 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
   shapes.push_back({2, 2, 4, 50, 16, KvType::F16, KvType::Q4, 0, 10});  // head_dim 4: scalar only
   shapes.push_back({32, 4, 64, 3000, 16, KvType::Q8, KvType::Q8, 0, 12});  // TinyLlama's shape, integer q8
   shapes.push_back({16, 2, 128, 1500, 8, KvType::Q8, KvType::Q8, 50, 13});  // integer q8 beside the f16 ring
+  shapes.push_back({8, 2, 256, 700, 16, KvType::Q4, KvType::Q8, 0, 14});    // the widest heads (Gemma), integer
+  shapes.push_back({4, 4, 256, 300, 32, KvType::Q8, KvType::Q4, 0, 15});
   float worst = 0.0f, worst_integer = 0.0f;
   for (const Shape& s : shapes) {
     const Fixture f(s);
