@@ -379,8 +379,10 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     return tile.q[query / group] + (static_cast<int64_t>(tile.kv_head) * group + query % group) * d;
   };
   // Queries are quantized once per chunk when they fit in `cached` (decode:
-  // one token's group), else once per tile; the values are the same either way.
-  constexpr int kCached = 64;
+  // one token's group; prefill: a query tile of 16 tokens x 8 heads, 75 KB of
+  // stack), else once per tile; the values are the same either way. Once per
+  // chunk made prefill of 2048 tokens with q8 KV 5% faster than per tile.
+  constexpr int kCached = 128;
   QuantizedQuery cached[kCached];
   const bool all_cached = n_queries <= kCached;
   if (all_cached) {
