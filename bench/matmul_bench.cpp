@@ -32,14 +32,6 @@ namespace {
 
 constexpr size_t kRotationBytes = size_t{512} << 20;
 
-// Zeroed memory on huge pages, as the weights of a loaded model.
-struct HugeBuffer {
-  HugePageBuffer pages;
-  std::byte* data;
-  size_t size;
-  explicit HugeBuffer(size_t n) : pages(n, "benchmark buffer"), data(pages.data()), size(n) { std::memset(data, 0, size); }
-};
-
 // A weight matrix [rows, k] of type t: random quants with sane scales (the
 // speed of the kernels does not depend on the values), repeated in copies.
 struct Weights {
@@ -47,12 +39,13 @@ struct Weights {
   int64_t k, rows;
   size_t bytes;  // of one copy
   int copies;
-  std::unique_ptr<HugeBuffer> buf;
+  HugePageBuffer buf;
 
   Weights(DType t, int64_t k_, int64_t rows_) : type(t), k(k_), rows(rows_) {
     bytes = row_bytes(t, k) * static_cast<size_t>(rows);
     copies = static_cast<int>(std::max<size_t>(1, kRotationBytes / bytes));
-    buf = std::make_unique<HugeBuffer>(bytes * static_cast<size_t>(copies));
+    buf = HugePageBuffer(bytes * static_cast<size_t>(copies), "benchmark weights");
+    std::memset(buf.data(), 0, buf.size());  // touched: untouched pages would all read the one zero page
     // One copy quantized from Gaussian values, then duplicated.
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -63,19 +56,19 @@ struct Weights {
         for (float& v : row) v = normal(rng);
       }
       if (kernels::can_quantize(t) && r < 64) {
-        kernels::quantize_row(t, row.data(), buf->data + static_cast<size_t>(r) * rb, k);
+        kernels::quantize_row(t, row.data(), buf.data() + static_cast<size_t>(r) * rb, k);
       } else if (kernels::can_quantize(t)) {
-        std::memcpy(buf->data + static_cast<size_t>(r) * rb, buf->data + static_cast<size_t>(r % 64) * rb, rb);
+        std::memcpy(buf.data() + static_cast<size_t>(r) * rb, buf.data() + static_cast<size_t>(r % 64) * rb, rb);
       }
     }
-    for (int c = 1; c < copies; ++c) std::memcpy(buf->data + bytes * static_cast<size_t>(c), buf->data, bytes);
+    for (int c = 1; c < copies; ++c) std::memcpy(buf.data() + bytes * static_cast<size_t>(c), buf.data(), bytes);
   }
   TensorView view(int copy) const {
     TensorView v;
     v.type = type;
     v.n_dims = 2;
     v.ne = {k, rows, 1, 1};
-    v.data = buf->data + bytes * static_cast<size_t>(copy % copies);
+    v.data = buf.data() + bytes * static_cast<size_t>(copy % copies);
     return v;
   }
 };
@@ -107,10 +100,14 @@ void run_matmul(benchmark::State& state, DType t, int64_t k, int64_t rows, int64
 // Streaming read of 1 GiB on huge pages: the bandwidth a GEMV can reach.
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  static HugeBuffer buf(size_t{1} << 30);
+  static const HugePageBuffer buf = [] {
+    HugePageBuffer b(size_t{1} << 30, "bandwidth buffer");
+    std::memset(b.data(), 1, b.size());  // touched: untouched pages would all read the one zero page
+    return b;
+  }();
   ThreadPool pool(threads);
-  const int64_t n = static_cast<int64_t>(buf.size / sizeof(uint64_t));
-  const auto* p = reinterpret_cast<const uint64_t*>(buf.data);
+  const int64_t n = static_cast<int64_t>(buf.size() / sizeof(uint64_t));
+  const auto* p = reinterpret_cast<const uint64_t*>(buf.data());
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   for (auto _ : state) {
     pool.parallel_for(n / 64, [&](int64_t b, int64_t e, int t) {
@@ -125,7 +122,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(sums.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buf.size));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buf.size()));
 }
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 

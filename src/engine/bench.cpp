@@ -155,20 +155,21 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     run();  // warm-up: first-touch of buffers and pages
     // The bandwidth is measured right before each repetition, so that each
     // speed meets the bandwidth of its own moment on a shared machine.
-    std::vector<double> seconds, tps, gbs, roofline, fraction;
+    // A pass reads the weights once: one token of decode, n of prefill.
+    const double tokens_per_pass = prefill ? n : 1;
+    auto roofline = [&](double bytes_per_s) { return tokens_per_pass * bytes_per_s / static_cast<double>(bytes); };
+    std::vector<double> seconds, tps, gbs, fraction;
     for (int i = 0; i < o.repetitions; ++i) {
       const double bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes).bytes_per_s;
       seconds.push_back(run());
       tps.push_back(n / seconds.back());
       gbs.push_back(bw / 1e9);
-      // A pass reads the weights once: one token of decode, n of prefill.
-      roofline.push_back((prefill ? n : 1) * bw / static_cast<double>(bytes));
-      fraction.push_back(tps.back() / roofline.back());
+      fraction.push_back(tps.back() / roofline(bw));
     }
     r.seconds = stats_of(seconds);
     r.tokens_per_s = stats_of(tps);
     r.bandwidth_gbs = stats_of(gbs).median;
-    r.roofline_tokens_per_s = stats_of(roofline).median;
+    r.roofline_tokens_per_s = roofline(r.bandwidth_gbs * 1e9);  // linear, so the median repetition's
     r.roofline_fraction = stats_of(fraction).median;
     const double flops = prefill ? forward_flops(model.config(), n, 0, 1)
                                  : [&] {

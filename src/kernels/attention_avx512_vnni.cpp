@@ -373,8 +373,6 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * group;
-  attention_reset(p, n_queries, partial);
-  const detail::ChunkKeys keys = detail::chunk_keys(p, tile, chunk);
   auto query_row = [&](int64_t query) {  // query = token * group + head in group
     return tile.q[query / group] + (static_cast<int64_t>(tile.kv_head) * group + query % group) * d;
   };
@@ -391,13 +389,10 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   QuantizedQuery local[kHeadBlock];
   detail::FloatTileBuffers<Avx512Ops> fb;
   IntTile t;
-  detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
-  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
-    const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
-    detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
+  detail::for_each_chunk_tile(p, kv, tile, chunk, partial, [&](int64_t t0, int64_t n_tile) {
     if (!int_tile(kv, t0, n_tile)) {
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
-      continue;
+      return;
     }
     load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
     for (int i = 0; i < tile.n_tokens; ++i) {
@@ -420,7 +415,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
         update_heads<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
       }
     }
-  }
+  });
 }
 
 }  // namespace

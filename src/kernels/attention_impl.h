@@ -190,16 +190,25 @@ inline void prefetch_tile_ahead(const KvView& kv, const QueryTile& tile, int64_t
   }
 }
 
-template <class V>
-void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+// A chunk's tile loop: partial set to the empty state, then step(t0, n_tile)
+// over its tiles in key order, each with the next tile's lines requested.
+template <class Step>
+void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                         float* partial, Step&& step) {
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
   const ChunkKeys keys = chunk_keys(p, tile, chunk);
-  FloatTileBuffers<V> b;
   prefetch_tile_ahead(kv, tile, keys.begin - kPrefetchTiles * kKeyTile, keys.end);
   for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
     prefetch_tile_ahead(kv, tile, t0, keys.end);
-    float_tile_step<V>(p, kv, tile, t0, std::min(kKeyTile, keys.end - t0), b, partial);
+    step(t0, std::min(kKeyTile, keys.end - t0));
   }
+}
+
+template <class V>
+void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+  FloatTileBuffers<V> b;
+  for_each_chunk_tile(p, kv, tile, chunk, partial,
+                      [&](int64_t t0, int64_t n_tile) { float_tile_step<V>(p, kv, tile, t0, n_tile, b, partial); });
 }
 
 }  // namespace tokamak::kernels::detail
