@@ -2,7 +2,7 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -45,16 +45,16 @@ ParsedArgs ParsedArgs::parse(std::span<const OptionSpec> specs, int argc, char**
       a = a.substr(0, eq);
     }
     const OptionSpec* spec = args.find(a);
-    if (spec == nullptr) throw Error("unknown option '" + std::string(a) + "' (see --help)");
+    if (spec == nullptr) throw UsageError("unknown option '" + std::string(a) + "' (see --help)");
     if (spec->value_name.empty()) {
-      if (inline_value) throw Error("option " + std::string(a) + " takes no value");
+      if (inline_value) throw UsageError("option " + std::string(a) + " takes no value");
       args.values_.emplace_back(spec, "");
       continue;
     }
     if (inline_value) {
       args.values_.emplace_back(spec, *inline_value);
     } else {
-      if (i + 1 >= argc) throw Error("option " + std::string(a) + " needs a value (" + std::string(spec->value_name) + ")");
+      if (i + 1 >= argc) throw UsageError("option " + std::string(a) + " needs a value (" + std::string(spec->value_name) + ")");
       args.values_.emplace_back(spec, argv[++i]);
     }
   }
@@ -99,10 +99,10 @@ int64_t ParsedArgs::get_int(std::string_view name, int64_t fallback, int64_t min
   char* end = nullptr;
   const long long parsed = std::strtoll(v->c_str(), &end, 10);
   if (v->empty() || *end != '\0' || errno == ERANGE) {
-    throw Error("option " + std::string(name) + ": '" + *v + "' is not an integer");
+    throw UsageError("option " + std::string(name) + ": '" + *v + "' is not an integer");
   }
   if (parsed < min || parsed > max) {
-    throw Error("option " + std::string(name) + ": " + *v + " is outside [" + std::to_string(min) + ", " +
+    throw UsageError("option " + std::string(name) + ": " + *v + " is outside [" + std::to_string(min) + ", " +
                 std::to_string(max) + "]");
   }
   return parsed;
@@ -113,12 +113,16 @@ double ParsedArgs::get_float(std::string_view name, double fallback, double min,
   if (!v) return fallback;
   char* end = nullptr;
   const double parsed = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || !std::isfinite(parsed)) {
-    throw Error("option " + std::string(name) + ": '" + *v + "' is not a number");
+  const auto range = [&] {
+    char text[64];
+    std::snprintf(text, sizeof text, "[%g, %g]", min, max);
+    return std::string(text);
+  };
+  if (v->empty() || *end != '\0') {
+    throw UsageError("option " + std::string(name) + ": '" + *v + "' is not a number (expected one in " + range() + ")");
   }
-  if (parsed < min || parsed > max) {
-    throw Error("option " + std::string(name) + ": " + *v + " is outside [" + std::to_string(min) + ", " +
-                std::to_string(max) + "]");
+  if (!(parsed >= min && parsed <= max)) {  // NaN and infinities included
+    throw UsageError("option " + std::string(name) + ": " + *v + " is outside " + range());
   }
   return parsed;
 }

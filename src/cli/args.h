@@ -9,7 +9,16 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
+
 namespace tokamak::cli {
+
+// A command line the command cannot run with (an unknown option, a missing or
+// malformed value): main exits with status 2 for it, 1 for any other error.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct OptionSpec {
   std::string_view names;       // comma-separated spellings, long one last: "-m,--model"
@@ -19,7 +28,7 @@ struct OptionSpec {
 
 class ParsedArgs {
  public:
-  // Throws tokamak::Error for an unknown option or a missing value.
+  // Throws UsageError for an unknown option or a missing value.
   static ParsedArgs parse(std::span<const OptionSpec> specs, int argc, char** argv);
 
   // `name` is any spelling of the option as declared ("--model" or "-m").
@@ -27,7 +36,7 @@ class ParsedArgs {
   std::optional<std::string> get(std::string_view name) const;  // the last occurrence
   std::vector<std::string> get_all(std::string_view name) const;
   std::string get_or(std::string_view name, std::string_view fallback) const;
-  // Typed values; errors name the flag, the value and the allowed range.
+  // Typed values; UsageErrors name the flag, the value and the allowed range.
   int64_t get_int(std::string_view name, int64_t fallback, int64_t min, int64_t max) const;
   double get_float(std::string_view name, double fallback, double min, double max) const;
   const std::vector<std::string>& positional() const { return positional_; }

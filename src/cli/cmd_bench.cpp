@@ -72,7 +72,7 @@ std::vector<int32_t> parse_contexts(const std::string& text) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || v > (1 << 24)) {
-      throw Error("option --ctx: '" + item + "' is not a context length in [0, 16777216]");
+      throw UsageError("option --ctx: '" + item + "' is not a context length in [0, 16777216]");
     }
     out.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) return out;
@@ -103,14 +103,14 @@ int bench_main(int argc, char** argv) {
                stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   const std::optional<std::string> path = args.get("--model");
-  if (!path) throw Error("bench needs -m MODEL (see --help)");
+  if (!path) throw UsageError("bench needs -m MODEL");
   engine::BenchOptions options;
   options.n_prompt = static_cast<int32_t>(args.get_int("--n-prompt", options.n_prompt, 0, 1 << 20));
   options.n_gen = static_cast<int32_t>(args.get_int("--n-gen", options.n_gen, 0, 1 << 20));
   options.repetitions = static_cast<int>(args.get_int("--repetitions", options.repetitions, 1, 1000));
-  if (options.n_prompt == 0 && options.n_gen == 0) throw Error("options -p and -n are both 0: nothing to measure");
+  if (options.n_prompt == 0 && options.n_gen == 0) throw UsageError("options -p and -n are both 0: nothing to measure");
   if (const std::optional<std::string> ctx = args.get("--ctx")) options.contexts = parse_contexts(*ctx);
   options.kv_format = kv_format_from_args(args);
   const int threads =

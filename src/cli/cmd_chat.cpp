@@ -3,6 +3,9 @@
 // prefills only what the session does not hold yet; the answer streams to
 // stdout. Ctrl-C stops an answer, Ctrl-C or Ctrl-D at the prompt ends the
 // chat. With stdin not a terminal, each line is a user turn and no prompt is shown.
+// The template is tried on a first exchange at start-up, so that a template
+// that rejects the conversation fails before the first turn. When the context
+// is full the conversation ends there with status 1 (no context shift yet).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "cli/sampling_options.h"
+#include "cli/std_streams.h"
 #include "cli/terminal.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -39,7 +43,7 @@ constexpr OptionSpec kOptions[] = {
     {"--system", "TEXT", "a system message before the conversation"},
     {"--chat-template-file", "FILE", "a Jinja chat template to use instead of the model's"},
     {"--jinja-date", "YYYY-MM-DD", "the date strftime_now() gives templates (default: today)"},
-    {"-n,--n-predict", "N", "at most N tokens per answer (default -1: until the end of the turn)"},
+    {"-n,--n-predict", "N", "at most N tokens per answer (default 512; -1: until the end of the turn or context)"},
     {"-c,--ctx-size", "N", "context size in tokens, for the whole conversation (default: the model's, at most 4096)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
     kSamplingOptions[0], kSamplingOptions[1], kSamplingOptions[2], kSamplingOptions[3], kSamplingOptions[4],
@@ -51,6 +55,10 @@ constexpr OptionSpec kOptions[] = {
     {"-v,--verbose", "", "per turn on stderr: prompt tokens reused from the session and prefilled, speeds"},
     {"-h,--help", "", "show this help"},
 };
+
+// A bounded answer by default: a model that never ends its turn (a story model
+// has no chat turns) would otherwise fill the whole context with one answer.
+constexpr int64_t kDefaultAnswerTokens = 512;
 
 // "2026-01-15" -> Unix seconds at 00:00 UTC.
 int64_t parse_date(const std::string& text) {
@@ -66,7 +74,7 @@ int64_t parse_date(const std::string& text) {
   const int y = shaped ? digits(0, 4) : -1, m = shaped ? digits(5, 2) : -1, d = shaped ? digits(8, 2) : -1;
   const std::chrono::year_month_day date{std::chrono::year(y), std::chrono::month(static_cast<unsigned>(m)),
                                          std::chrono::day(static_cast<unsigned>(d))};
-  if (y < 0 || m < 0 || d < 0 || !date.ok()) throw Error("option --jinja-date: '" + text + "' is not a YYYY-MM-DD date");
+  if (y < 0 || m < 0 || d < 0 || !date.ok()) throw UsageError("option --jinja-date: '" + text + "' is not a YYYY-MM-DD date");
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::sys_days(date).time_since_epoch()).count();
 }
 
@@ -95,9 +103,23 @@ ChatTemplate load_chat_template(const ParsedArgs& args, const Model& model, cons
   }
 }
 
-void print(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+void print(std::string_view text) { write_stdout(text); }
+
+// Renders the conversation so far with a first user message, so that a
+// template that rejects it (a system role it does not take, a missing
+// variable) fails at start-up instead of on every turn.
+void check_template(const ChatTemplate& chat_template, const std::string& origin,
+                    const nlohmann::ordered_json& messages, std::optional<int64_t> now) {
+  ChatTemplateInputs inputs;
+  inputs.messages = messages;
+  inputs.messages.push_back({{"role", "user"}, {"content", "Hello"}});
+  inputs.now_unix_seconds = now;
+  try {
+    (void)chat_template.render(inputs);
+  } catch (const Error& e) {
+    throw Error(origin + ": the chat template cannot render a first exchange" +
+                (messages.empty() ? std::string() : " with this --system message") + ": " + e.what());
+  }
 }
 
 int chat_main(int argc, char** argv) {
@@ -106,8 +128,10 @@ int chat_main(int argc, char** argv) {
     std::fputs(usage_text("chat", "[-m MODEL | -hf REPO:FILE] [--system TEXT] [options]", kOptions).c_str(), stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
-  const int64_t n_predict = args.get_int("--n-predict", -1, -1, std::numeric_limits<int32_t>::max());
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional()[0] + "' (chat reads its turns from stdin)");
+  }
+  const int64_t n_predict = args.get_int("--n-predict", kDefaultAnswerTokens, -1, std::numeric_limits<int32_t>::max());
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   sampling::SamplingParams sparams = sampling_params_from_args(args);
@@ -122,11 +146,20 @@ int chat_main(int argc, char** argv) {
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   std::string template_origin;
   const ChatTemplate chat_template = load_chat_template(args, model, tokenizer, template_origin);
+  if (chat_template.is_chatml_fallback()) {
+    std::fputs("tokamak chat: note: the model has no chat template; using ChatML (--chat-template-file gives one)\n",
+               stderr);
+  }
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (const std::optional<std::string> system = args.get("--system")) {
+    messages.push_back({{"role", "system"}, {"content", *system}});
+  }
+  check_template(chat_template, template_origin, messages, now);
   const ModelConfig& c = model.config();
-  const int32_t n_ctx = static_cast<int32_t>(args.get_int("--ctx-size", std::min(c.n_ctx_train, 4096), 1, 1 << 24));
+  const int32_t n_ctx = context_size(args, c);
   std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
   ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx, kv_format_from_args(args), kv_memory_from_args(args));
+  engine::Session session(model, pool, n_ctx, kv_format_for_sampling(args, sparams), kv_memory_from_args(args));
   engine::ChatSession chat(session, tokenizer);
 
   engine::GenerateOptions options;
@@ -145,10 +178,6 @@ int chat_main(int argc, char** argv) {
   }
   if (interactive) std::fputs("Ctrl-C stops an answer; Ctrl-C or Ctrl-D at the prompt ends the chat.\n", stderr);
 
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  if (const std::optional<std::string> system = args.get("--system")) {
-    messages.push_back({{"role", "system"}, {"content", *system}});
-  }
   LineReader input(STDIN_FILENO);
   for (int turn = 1;;) {
     if (interactive) print("> ");
@@ -164,27 +193,26 @@ int chat_main(int argc, char** argv) {
     inputs.messages = messages;
     inputs.now_unix_seconds = now;
     std::string rendered;
-    std::string answer;
-    engine::ChatTurnStats stats;
     try {
       rendered = chat_template.render(inputs);
-      stats = chat.respond(rendered, *sampler, options, [&](std::string_view text) {
-        answer += text;
-        print(text);
-      });
-    } catch (const Error& e) {  // the turn is dropped; the conversation goes on without it
-      if (!answer.empty()) print("\n");
-      std::fprintf(stderr, "error: %s%s\n", rendered.empty() ? "the chat template failed: " : "", e.what());
-      messages.erase(messages.size() - 1);
-      interrupts.clear();
-      continue;
+    } catch (const Error& e) {
+      throw Error(template_origin + ": the chat template failed on turn " + std::to_string(turn) + ": " + e.what());
     }
+    std::string answer;
+    const engine::ChatTurnStats stats = chat.respond(rendered, *sampler, options, [&](std::string_view text) {
+      answer += text;
+      print(text);
+    });
     print("\n");
     messages.push_back({{"role", "assistant"}, {"content", answer}});
     const engine::GenerateResult& r = stats.result;
     if (r.stop == engine::StopReason::Cancelled) std::fputs("[answer stopped]\n", stderr);
     if (r.stop == engine::StopReason::ContextFull) {
-      std::fprintf(stderr, "[the context of %d tokens is full: start a new chat or raise -c]\n", n_ctx);
+      std::fprintf(stderr,
+                   "tokamak chat: the context of %d tokens is full; the conversation ends here (start a new chat, "
+                   "or raise -c)\n",
+                   n_ctx);
+      return 1;
     }
     if (verbose) {
       const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;

@@ -1,13 +1,16 @@
 // tokamak logits: raw float32 logits [n_tokens, n_vocab] of a token sequence,
 // row i computed after token i: the layout of ../shared/fixtures/logits.
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <span>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/kv_options.h"
-#include "cli/commands.h"
+#include "cli/model_source.h"
+#include "cli/std_streams.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/forward.h"
@@ -18,9 +21,10 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {
     {"-m,--model", "FILE", "model file (GGUF or llama2.c .bin)"},
+    {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin, checked against the checkpoint as run does (ids need no text)"},
     {"--ids", "I,J,...", "comma-separated token ids"},
-    {"-o,--output", "FILE", "where to write the float32 logits"},
-    {"-t,--threads", "N", "threads (default 1)"},
+    {"-o,--output", "FILE", "where to write the float32 logits (- for stdout)"},
+    {"-t,--threads", "N", "threads (default: all cores)"},
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
     {"--matmul", "MODE", "native: activations in the weights' partner format, as llama.cpp (default);"
                          " f32: f32 activations (the fixtures' deqf32 arithmetic)"},
@@ -37,7 +41,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || v > INT32_MAX) {
-      throw Error("option --ids: '" + item + "' is not a token id");
+      throw UsageError("option --ids: '" + item + "' is not a token id (ids are integers >= 0, comma-separated)");
     }
     ids.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) break;
@@ -55,14 +59,24 @@ int logits_main(int argc, char** argv) {
   const std::optional<std::string> model_path = args.get("--model");
   const std::optional<std::string> ids_text = args.get("--ids");
   const std::optional<std::string> out_path = args.get("--output");
-  if (!model_path || !ids_text || !out_path) throw Error("logits needs -m MODEL, --ids and -o OUT (see --help)");
+  if (!model_path || !ids_text || !out_path) throw UsageError("logits needs -m MODEL, --ids and -o OUT");
   const std::vector<int32_t> ids = parse_ids(*ids_text);
+  const int threads =
+      static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
+  io::OutputFile out = open_output(*out_path, "-o", true);
   const Model model = Model::load(*model_path);
   const ModelConfig& c = model.config();
+  if (const std::optional<std::string> z = args.get("--tokenizer")) (void)load_tokenizer(model, *model_path, z);
+  for (const int32_t id : ids) {
+    if (id >= c.n_vocab) {
+      throw UsageError("option --ids: token " + std::to_string(id) + " is outside the vocabulary of " +
+                       std::to_string(c.n_vocab) + " tokens");
+    }
+  }
   if (static_cast<int64_t>(ids.size()) > c.n_ctx_train) {
     throw Error(std::to_string(ids.size()) + " tokens exceed the model's context length " + std::to_string(c.n_ctx_train));
   }
-  ThreadPool pool(static_cast<int>(args.get_int("--threads", 1, 1, 1024)));
+  ThreadPool pool(threads);
   // F32 KV unless asked otherwise, like the reference fixtures of ../shared/fixtures/logits.
   kv::KvFormat f32;
   f32.k_type = f32.v_type = kernels::KvType::F32;
@@ -75,7 +89,7 @@ int logits_main(int argc, char** argv) {
   if (mode == "f32") {
     matmul.precision = kernels::MatmulPrecision::kF32;
   } else if (mode != "native") {
-    throw Error("option --matmul: '" + mode + "' is not one of native, f32");
+    throw UsageError("option --matmul: '" + mode + "' is not one of native, f32");
   }
   Forward forward(model, pool, matmul);
   std::vector<float> logits;
@@ -93,9 +107,8 @@ int logits_main(int argc, char** argv) {
     const std::span<const float> rows = forward.run(batch, kv);
     logits.assign(rows.begin(), rows.end());
   }
-  std::ofstream out(*out_path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  if (!out) throw Error(*out_path + ": cannot write logits");
+  out.write(std::as_bytes(std::span<const float>(logits)));
+  out.commit();
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/progress_bar.h"
+#include "cli/std_streams.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
@@ -22,7 +23,7 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"--preset", "NAME", "model shape and architecture options (the presets are listed below)"},
     {"--type", "TYPE", "f32, f16, bf16, q8_0, q4_0, q4_k_m, ... (llama-quantize's mix; default f16)"},
-    {"-o,--output", "FILE", "the GGUF file to write"},
+    {"-o,--output", "FILE", "the GGUF file to write (- for stdout)"},
     {"--vocab-from", "FILE", "copy this GGUF's tokenizer (and its vocabulary size)"},
     {"--layers", "N", "override the preset's layer count (e.g. --layers 32 for the full mistral-7b)"},
     {"--seed", "N", "random seed (default 0)"},
@@ -51,17 +52,17 @@ int make_model_main(int argc, char** argv) {
     std::fputs(preset_help().c_str(), stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   const std::optional<std::string> preset_name = args.get("--preset");
   const std::optional<std::string> output = args.get("--output");
-  if (!preset_name || !output) throw Error("make-model needs --preset NAME and -o FILE (see --help)");
+  if (!preset_name || !output) throw UsageError("make-model needs --preset NAME and -o FILE");
   const ModelPreset* preset = find_model_preset(*preset_name);
   if (preset == nullptr) {
-    throw Error("option --preset: unknown preset '" + *preset_name + "' (known: " + model_preset_names() + ")");
+    throw UsageError("option --preset: unknown preset '" + *preset_name + "' (known: " + model_preset_names() + ")");
   }
   const std::string type_name = args.get_or("--type", "f16");
   const std::optional<FileType> ftype = file_type_from_name(type_name);
-  if (!ftype) throw Error("option --type: unknown type '" + type_name + "' (known: " + file_type_names() + ")");
+  if (!ftype) throw UsageError("option --type: unknown type '" + type_name + "' (known: " + file_type_names() + ")");
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
 
@@ -77,18 +78,20 @@ int make_model_main(int argc, char** argv) {
     options.vocab_from = &*vocab;
   }
 
+  io::OutputFile out = open_output(*output, "-o", true);
   ThreadPool pool(threads);
   const auto start = std::chrono::steady_clock::now();
   uint64_t total_bytes = 0;
   {
     ProgressBar bar("make-model " + std::string(preset->name) + " " + std::string(file_type_name(*ftype)));
-    make_model(options, *output, pool, [&](const MadeTensor&, uint64_t done, uint64_t total) {
+    make_model(options, out, pool, [&](const MadeTensor&, uint64_t done, uint64_t total) {
       total_bytes = done;
       bar.update(done, total);
     });
   }
+  out.commit();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "wrote %s: %.1f MiB of tensors in %.1f s (%d threads)\n", output->c_str(),
+  std::fprintf(stderr, "wrote %s: %.1f MiB of tensors in %.1f s (%d threads)\n", out.name().c_str(),
                static_cast<double>(total_bytes) / (1024.0 * 1024.0), seconds, threads);
   return 0;
 }

@@ -12,6 +12,8 @@
 #include "cli/args.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
+#include "cli/prompt_input.h"
+#include "cli/std_streams.h"
 #include "cli/sampling_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -22,10 +24,12 @@ namespace tokamak::cli {
 namespace {
 
 constexpr OptionSpec kOptions[] = {
-    {"-m,--model", "FILE", "model file: GGUF or llama2.c .bin"},
+    {"-m,--model", "FILE", "model file: GGUF or llama2.c .bin (default: the default model, see below)"},
     {"-hf", "REPO:FILE", "a GGUF file of a Hugging Face hub repo, cached in ~/.cache/tokamak"},
     {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin (for .bin checkpoints)"},
-    {"-p,--prompt", "TEXT", "prompt (default: empty, generation starts after BOS)"},
+    kPromptOptions[0], kPromptOptions[1], kPromptOptions[2], kPromptOptions[3],
+    {"--parse-special", "", "match special-token texts (e.g. <|im_start|>) in the prompt"},
+    {"--verbose-prompt", "", "list the prompt's tokens on stderr before generating"},
     {"-n,--n-predict", "N", "tokens to generate (default -1: until end of text or context)"},
     {"-c,--ctx-size", "N", "context size in tokens (default: the model's, at most 4096)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
@@ -100,13 +104,29 @@ void print_logprobs(const Tokenizer& tokenizer, const std::vector<TokenProbs>& t
   }
 }
 
+// llama.cpp's --verbose-prompt: the prompt's tokens, one per line, on stderr.
+void print_prompt_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt) {
+  std::fprintf(stderr, "prompt: %zu tokens\n", prompt.size());
+  int32_t prev = -1;
+  for (const int32_t id : prompt) {
+    std::fprintf(stderr, "%6d -> %s\n", id, shown(tokenizer.decode_piece(prev, id, true)).c_str());
+    prev = id;
+  }
+}
+
 int run_main(int argc, char** argv) {
   const ParsedArgs args = ParsedArgs::parse(kOptions, argc, argv);
   if (args.has("--help")) {
-    std::fputs(usage_text("run", "[-m MODEL | -hf REPO:FILE] [-p PROMPT] [options]", kOptions).c_str(), stdout);
+    std::fputs(usage_text("run", "[-m MODEL | -hf REPO:FILE] [-p PROMPT | -f FILE] [options]", kOptions).c_str(),
+               stdout);
+    std::fputs("\nWithout -m or -hf, run uses the default model (stories260K, a tiny story model).\n"
+               "The text goes to stdout, everything else to stderr.\n",
+               stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional()[0] + "' (the prompt goes after -p)");
+  }
   const int64_t n_predict = args.get_int("--n-predict", -1, -1, std::numeric_limits<int32_t>::max());
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
@@ -114,17 +134,21 @@ int run_main(int argc, char** argv) {
   sparams.n_probs = static_cast<int>(args.get_int("--n-probs", 0, 0, std::numeric_limits<int>::max()));
   sparams.seed = sampling::resolve_seed(sparams.seed);
 
+  const std::string prompt_text = read_prompt(args);
+  const kv::KvFormat kv_format = kv_format_for_sampling(args, sparams);
+  const int64_t kv_memory = kv_memory_from_args(args);
   const std::filesystem::path model_path = resolve_model_path(args);
   const Model model = Model::load(model_path);
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const ModelConfig& c = model.config();
-  const int32_t n_ctx = static_cast<int32_t>(args.get_int("--ctx-size", std::min(c.n_ctx_train, 4096), 1, 1 << 24));
-  const std::vector<int32_t> prompt = tokenizer.encode(args.get_or("--prompt", ""), tokenizer.add_bos());
+  const int32_t n_ctx = context_size(args, c);
+  const std::vector<int32_t> prompt = tokenizer.encode(prompt_text, tokenizer.add_bos(), args.has("--parse-special"));
   if (prompt.empty()) throw Error("the prompt is empty and the vocabulary has no BOS token to start from");
+  if (args.has("--verbose-prompt")) print_prompt_tokens(tokenizer, prompt);
   std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
 
   ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx, kv_format_from_args(args), kv_memory_from_args(args));
+  engine::Session session(model, pool, n_ctx, kv_format, kv_memory);
   engine::GenerateOptions options;
   options.n_predict = static_cast<int32_t>(n_predict);
   options.stop_at_bos = model.format() == ModelFormat::Llama2c;  // as llama2.c's run.c does
@@ -138,11 +162,10 @@ int run_main(int argc, char** argv) {
       prev = token;
     };
   }
-  const auto print = [](std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  };
-  const engine::GenerateResult r = engine::generate(session, tokenizer, *sampler, prompt, options, print);
+  TextOutput text_out;
+  const engine::GenerateResult r =
+      engine::generate(session, tokenizer, *sampler, prompt, options, [&](std::string_view text) { text_out.write(text); });
+  text_out.finish();
   if (sparams.n_probs > 0) print_logprobs(tokenizer, token_probs, sparams.n_probs);
   const double prefill_tps = r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0;
   const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;

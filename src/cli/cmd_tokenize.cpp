@@ -1,7 +1,9 @@
 // tokamak tokenize: the token ids of a text. Works on vocabulary-only GGUF
 // files (no tensors are needed), on llama2.c checkpoints with -z, and on a
 // byte-level BPE vocab.json + merges pair (GPT-2's encoder.json / vocab.bpe).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "cli/args.h"
@@ -55,28 +57,28 @@ int tokenize_main(int argc, char** argv) {
   const std::optional<std::string> vocab_json = args.get("--vocab-json");
   const std::optional<std::string> text = args.get("--prompt");
   if ((!model_path && !vocab_json) || !text) {
-    throw Error("tokenize needs -m MODEL (or --vocab-json FILE --merges FILE) and -p TEXT (see --help)");
+    throw UsageError("tokenize needs -m MODEL (or --vocab-json FILE --merges FILE) and -p TEXT");
   }
 
   std::optional<Tokenizer> tokenizer;
   if (vocab_json) {
     const std::optional<std::string> merges = args.get("--merges");
-    if (model_path) throw Error("give either -m or --vocab-json, not both");
-    if (!merges) throw Error("--vocab-json needs --merges FILE");
+    if (model_path) throw UsageError("give either -m or --vocab-json, not both");
+    if (!merges) throw UsageError("--vocab-json needs --merges FILE");
     const std::string pre = args.get_or("--pre", "llama3");
     const std::string specials = args.get_or("--specials", pre == "llama3" ? "llama3" : "none");
-    if (specials != "llama3" && specials != "none") throw Error("--specials " + specials + ": expected llama3 or none");
+    if (specials != "llama3" && specials != "none") throw UsageError("option --specials: '" + specials + "' is not one of llama3, none");
     tokenizer = Tokenizer::from_bpe_files(*vocab_json, *merges, pre,
                                           specials == "llama3" ? Tokenizer::llama3_special_tokens()
                                                                : std::vector<std::string>{});
   } else {
     std::FILE* f = std::fopen(model_path->c_str(), "rb");
-    if (f == nullptr) throw Error(*model_path + ": cannot open");
+    if (f == nullptr) throw Error(*model_path + ": cannot open the model file: " + std::strerror(errno));
     char magic[4] = {};
     const size_t got = std::fread(magic, 1, 4, f);
     std::fclose(f);
     if (got == 4 && std::string(magic, 4) == "GGUF") {
-      if (args.has("--tokenizer")) throw Error("-z/--tokenizer is for llama2.c checkpoints");
+      if (args.has("--tokenizer")) throw UsageError("-z/--tokenizer is for llama2.c checkpoints; this GGUF file carries its own vocabulary");
       tokenizer = Tokenizer::from_gguf(io::GgufFile::open(*model_path));
     } else {
       const Model model = Model::load(*model_path);

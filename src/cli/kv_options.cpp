@@ -1,5 +1,7 @@
 #include "cli/kv_options.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "core/error.h"
@@ -10,7 +12,7 @@ namespace {
 
 kernels::KvType parse_type(const std::string& flag, const std::string& value) {
   const std::optional<kernels::KvType> t = kernels::kv_type_from_name(value);
-  if (!t) throw Error("option " + flag + ": unknown KV type '" + value + "' (f32, f16, bf16, q8 or q4)");
+  if (!t) throw UsageError("option " + flag + ": unknown KV type '" + value + "' (f32, f16, bf16, q8 or q4)");
   return *t;
 }
 
@@ -26,10 +28,33 @@ kv::KvFormat kv_format_from_args(const ParsedArgs& args, const kv::KvFormat& def
   return f;
 }
 
+kv::KvFormat kv_format_for_sampling(const ParsedArgs& args, const sampling::SamplingParams& params) {
+  kv::KvFormat defaults;
+  if (params.rng == sampling::SamplingParams::Rng::Llama2c) defaults.k_type = defaults.v_type = kernels::KvType::F32;
+  return kv_format_from_args(args, defaults);
+}
+
+int32_t context_size(const ParsedArgs& args, const ModelConfig& config) {
+  const auto n_ctx = static_cast<int32_t>(args.get_int("--ctx-size", std::min(config.n_ctx_train, 4096), 1, 1 << 24));
+  if (n_ctx > config.n_ctx_train) {
+    std::fprintf(stderr,
+                 "warning: -c %d is above the model's training context of %d tokens: text past %d tokens will "
+                 "likely degrade\n",
+                 n_ctx, config.n_ctx_train, config.n_ctx_train);
+  }
+  return n_ctx;
+}
+
 int64_t kv_memory_from_args(const ParsedArgs& args) {
   const std::optional<std::string> text = args.get("--kv-memory");
   if (!text) return 0;
-  return kv::resolve_kv_memory(kv::parse_kv_memory(*text));
+  kv::KvMemory memory;
+  try {
+    memory = kv::parse_kv_memory(*text);
+  } catch (const Error& e) {  // a malformed value is a usage error; resolving it below is not
+    throw UsageError(std::string("option --kv-memory: ") + e.what());
+  }
+  return kv::resolve_kv_memory(memory);
 }
 
 }  // namespace tokamak::cli

@@ -13,7 +13,11 @@ namespace tokamak::cli {
 
 std::filesystem::path resolve_model_path(const ParsedArgs& args) {
   if (std::optional<std::string> m = args.get("--model")) {
-    if (args.has("-hf")) throw Error("pass either -m or -hf, not both");
+    if (m->empty()) {
+      throw UsageError("option -m: the model path is empty; give a GGUF file or a llama2.c .bin, or leave -m out "
+                       "for the default model");
+    }
+    if (args.has("-hf")) throw UsageError("pass either -m or -hf, not both");
     return *m;
   }
   io::HubFile file{std::string(io::kDefaultHubRepo), std::string(io::kDefaultHubFile)};

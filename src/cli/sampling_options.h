@@ -19,12 +19,12 @@ inline constexpr OptionSpec kSamplingOptions[] = {
     {"--frequency-penalty", "X", "OpenAI frequency penalty (default 0)"},
     {"--presence-penalty", "X", "OpenAI presence penalty (default 0)"},
     {"--logit-bias", "ID=BIAS", "add BIAS to token ID's logit (repeatable; -inf bans)"},
-    {"--seed", "N", "RNG seed (default: random)"},
-    {"--rng", "KIND", "default | llama2c (llama2.c's xorshift RNG and top-p procedure)"},
+    {"-s,--seed", "N", "RNG seed; -1 = random (default -1)"},
+    {"--rng", "KIND", "default | llama2c (llama2.c's xorshift RNG and top-p procedure; implies --kv-type f32)"},
 };
 
 // The sampling parameters the flags ask for (the seed not yet resolved).
-// Throws tokamak::Error naming the flag and value for a bad one.
+// Throws UsageError naming the flag, the value and its range for a bad one.
 sampling::SamplingParams sampling_params_from_args(const ParsedArgs& args);
 
 }  // namespace tokamak::cli

@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "io/output_file.h"
 
 namespace tokamak::io {
 
@@ -138,10 +139,13 @@ class GgufWriter {
   // Both need every tensor's bytes: throw tokamak::Error if one was only declared.
   std::vector<std::byte> to_bytes() const;
   void write(const std::filesystem::path& path) const;
-  // Writes `path` + ".part", calling fill() for each declared tensor in order,
-  // then renames it to `path`; on any error (fill may throw) the partial file
-  // is removed and the error rethrown. Buffer memory: the largest declared tensor.
+  // Writes `path` through an OutputFile (it appears only when complete), calling
+  // fill() for each declared tensor in order; on any error (fill may throw) the
+  // partial file is removed and the error rethrown. Buffer memory: the largest
+  // declared tensor.
   void write(const std::filesystem::path& path, const TensorFill& fill) const;
+  // The same bytes to `out`, without committing it: the caller commits.
+  void write(OutputFile& out, const TensorFill& fill) const;
 
  private:
   struct Tensor {

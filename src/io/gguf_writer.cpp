@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <utility>
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/output_file.h"
 
 namespace tokamak::io {
 namespace {
@@ -297,47 +297,32 @@ void GgufWriter::write(const std::filesystem::path& path) const {
 }
 
 void GgufWriter::write(const std::filesystem::path& path, const TensorFill& fill) const {
+  OutputFile out = OutputFile::create(path);
+  write(out, fill);
+  out.commit();
+}
+
+void GgufWriter::write(OutputFile& out, const TensorFill& fill) const {
   const size_t alignment = writer_alignment(kv_);
-  const std::vector<std::byte> header = header_bytes();
-  std::filesystem::path part = path;
-  part += ".part";
-  std::ofstream f(part, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(part.string() + ": cannot open for writing");
-  try {
-    auto put = [&](const std::byte* p, size_t n) {
-      f.write(reinterpret_cast<const char*>(p), std::streamsize(n));
-      if (!f) throw Error(part.string() + ": write failed (disk full?)");
-    };
-    put(header.data(), header.size());
-    // Data goes straight from each tensor's buffer (or the one fill buffer):
-    // no second copy of the weights.
-    std::vector<std::byte> buffer;
-    const std::byte zeros[64]{};
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      const Tensor& t = tensors_[i];
-      if (t.declared) {
-        buffer.resize(t.n_bytes);
-        fill(i, buffer);
-        put(buffer.data(), buffer.size());
-      } else {
-        put(t.data.data(), t.data.size());
-      }
-      for (size_t pad = align_up(t.n_bytes, alignment) - t.n_bytes; pad > 0;) {
-        const size_t n = std::min(pad, sizeof(zeros));
-        put(zeros, n);
-        pad -= n;
-      }
+  out.write(header_bytes());
+  // Data goes straight from each tensor's buffer (or the one fill buffer):
+  // no second copy of the weights.
+  std::vector<std::byte> buffer;
+  const std::byte zeros[64]{};
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
+    if (t.declared) {
+      buffer.resize(t.n_bytes);
+      fill(i, buffer);
+      out.write(buffer);
+    } else {
+      out.write(t.data);
     }
-    f.close();
-    if (!f) throw Error(part.string() + ": write failed");
-    std::error_code ec;
-    std::filesystem::rename(part, path, ec);
-    if (ec) throw Error(path.string() + ": cannot rename " + part.string() + " to it: " + ec.message());
-  } catch (...) {
-    f.close();
-    std::error_code ignored;
-    std::filesystem::remove(part, ignored);
-    throw;
+    for (size_t pad = align_up(t.n_bytes, alignment) - t.n_bytes; pad > 0;) {
+      const size_t n = std::min(pad, sizeof(zeros));
+      out.write(std::span(zeros, n));
+      pad -= n;
+    }
   }
 }
 

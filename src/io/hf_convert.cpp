@@ -407,7 +407,7 @@ std::vector<int64_t> rope_norm_row_order(int64_t n_rows, int64_t n_head) {
   return order;
 }
 
-HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const std::filesystem::path& out_path,
+HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, OutputFile& out_file,
                                    const HfConvertOptions& options) {
   (void)file_type_of(options.type);  // an unsupported --type fails before any work
   HfConvertResult result;
@@ -445,7 +445,7 @@ HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const st
     types.push_back(type);
   }
   if (n_fallback > 3) result.notes.push_back(std::to_string(n_fallback - 3) + " more tensors stored as f16");
-  out.write(out_path, [&](size_t index, std::span<std::byte> bytes) {
+  out.write(out_file, [&](size_t index, std::span<std::byte> bytes) {
     const size_t k = index - first_planned;
     convert_tensor(plan.at(k), types.at(k), bytes);
   });

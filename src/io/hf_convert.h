@@ -42,11 +42,10 @@ struct HfConvertResult {
   std::vector<std::string> notes;  // what the user should know (fallbacks, guesses)
 };
 
-// Converts the folder to `out_path` (written as out_path + ".part" and renamed
-// when complete). Everything is validated before the file is started: throws
+// Converts the folder into `out`, which the caller commits. Everything is validated before the file is started: throws
 // tokamak::Error naming the file and field (config.json key, tensor name and
 // shape, tokenizer entry) that is missing, malformed or unsupported.
-HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, const std::filesystem::path& out_path,
+HfConvertResult convert_hf_to_gguf(const std::filesystem::path& hf_dir, OutputFile& out_file,
                                    const HfConvertOptions& options);
 
 // The GGUF tokenizer keys (tokenizer.ggml.*, tokenizer.chat_template) from

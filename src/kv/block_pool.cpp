@@ -40,7 +40,7 @@ int32_t BlockPool::refcount(int32_t block) const {
 int32_t BlockPool::allocate() {
   if (free_list_.empty()) {
     throw Error("KV cache is full: all " + std::to_string(n_blocks()) + " blocks of " +
-                std::to_string(layout_.format.block_size) + " tokens are in use (raise -c or --kv-memory)");
+                std::to_string(layout_.format.block_size) + " tokens are in use (the --kv-memory budget is smaller than the context: raise it, or lower -c)");
   }
   const int32_t b = free_list_.back();
   int32_t& rc = refcounts_[static_cast<size_t>(b)];

@@ -254,7 +254,7 @@ std::vector<MadeTensor> plan_model(const MakeModelOptions& options) {
   return out;
 }
 
-void make_model(const MakeModelOptions& options, const std::filesystem::path& out, ThreadPool& pool,
+void make_model(const MakeModelOptions& options, io::OutputFile& out, ThreadPool& pool,
                 const MadeTensorCallback& on_tensor) {
   const ModelPlan plan = make_plan(options);
   io::GgufWriter w;

@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "io/output_file.h"
 #include "model/quant_recipe.h"
 
 namespace tokamak {
@@ -84,8 +85,8 @@ std::vector<MadeTensor> plan_model(const MakeModelOptions& options);
 // Called after each tensor is made, with the tensor data bytes done and in total.
 using MadeTensorCallback = std::function<void(const MadeTensor&, uint64_t bytes_done, uint64_t bytes_total)>;
 
-// Writes the model to `out` (via out + ".part"). Throws tokamak::Error.
-void make_model(const MakeModelOptions& options, const std::filesystem::path& out, ThreadPool& pool,
+// Writes the model to `out`, which the caller commits. Throws tokamak::Error.
+void make_model(const MakeModelOptions& options, io::OutputFile& out, ThreadPool& pool,
                 const MadeTensorCallback& on_tensor = {});
 
 }  // namespace tokamak

@@ -1,6 +1,8 @@
 #include "model/model.h"
 
 #include <array>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -60,16 +62,34 @@ void check_weights(const std::string& source, const ModelConfig& c, const ModelW
 }  // namespace
 
 Model Model::load(const std::filesystem::path& path, MapMode weights) {
+  // The format is the file's first bytes' to say, never its name: "GGUF" is
+  // GGUF; llama2.c checkpoints have no magic (their header is 7 int32s), so
+  // anything else is tried as one, and an error says both were considered.
   std::array<char, 4> magic{};
+  std::streamsize got = 0;
   {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path.string() + ": cannot open model file");
+    if (!in) throw Error(path.string() + ": cannot open model file: " + std::strerror(errno));
     in.read(magic.data(), 4);
+    got = in.gcount();
   }
-  if (std::memcmp(magic.data(), "GGUF", 4) == 0) {
+  if (got == 4 && std::memcmp(magic.data(), "GGUF", 4) == 0) {
     return from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path, weights)));
   }
-  return from_llama2c(std::make_shared<const io::Llama2cCheckpoint>(io::Llama2cCheckpoint::open(path)));
+  try {
+    return from_llama2c(std::make_shared<const io::Llama2cCheckpoint>(io::Llama2cCheckpoint::open(path)));
+  } catch (const Error& e) {
+    std::string start;
+    for (std::streamsize i = 0; i < got; ++i) {
+      const auto c = static_cast<unsigned char>(magic[static_cast<size_t>(i)]);
+      char shown[8];
+      std::snprintf(shown, sizeof shown, c >= 0x20 && c < 0x7F ? "%c" : "\\x%02x", c);
+      start += shown;
+    }
+    throw Error(path.string() + ": not GGUF (" +
+                (got == 0 ? std::string("the file is empty") : "it starts with '" + start + "', not 'GGUF'") +
+                "), and not a readable llama2.c checkpoint: " + e.what());
+  }
 }
 
 Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {

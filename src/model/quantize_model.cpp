@@ -56,7 +56,7 @@ std::vector<TensorPlan> plan_quantization(const io::GgufFile& in, const Quantize
   return plan;
 }
 
-void quantize_gguf(const io::GgufFile& in, const std::filesystem::path& out, const QuantizeOptions& options,
+void quantize_gguf(const io::GgufFile& in, io::OutputFile& out, const QuantizeOptions& options,
                    ThreadPool& pool, const std::function<void(size_t, const TensorPlan&)>& on_tensor) {
   const std::vector<TensorPlan> plan = plan_quantization(in, options);
   io::GgufWriter w;

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "io/output_file.h"
 #include "model/quant_recipe.h"
 
 namespace tokamak {
@@ -44,9 +45,9 @@ struct TensorPlan {
 // tensor) when a conversion is impossible: an input type tokamak cannot read.
 std::vector<TensorPlan> plan_quantization(const io::GgufFile& in, const QuantizeOptions& options);
 
-// Writes the quantized copy of `in` to `out` (via out + ".part"). `on_tensor`
+// Writes the quantized copy of `in` to `out`, which the caller commits. `on_tensor`
 // is called after each tensor is converted, with its index in the plan.
-void quantize_gguf(const io::GgufFile& in, const std::filesystem::path& out, const QuantizeOptions& options,
+void quantize_gguf(const io::GgufFile& in, io::OutputFile& out, const QuantizeOptions& options,
                    ThreadPool& pool, const std::function<void(size_t, const TensorPlan&)>& on_tensor = {});
 
 }  // namespace tokamak

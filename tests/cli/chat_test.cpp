@@ -118,7 +118,9 @@ constexpr const char* kChatMLBody =
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-TEST(Chat, ATemplateThatRaisesFailsTheTurnAndTheChatGoesOn) {
+// A template that raises on a turn (not on the start-up check) ends the chat
+// with the error, instead of repeating it turn after turn.
+TEST(Chat, ATemplateThatRaisesOnATurnEndsTheChat) {
   const std::string tmpl = write_template(
       "raises.jinja",
       std::string("{% if messages[-1].content == 'bad' %}{{ raise_exception('no bad words, ' + "
@@ -126,18 +128,61 @@ TEST(Chat, ATemplateThatRaisesFailsTheTurnAndTheChatGoesOn) {
           kChatMLBody);
   const auto r = run_command({tokamak_bin(), "chat", "-m", stories(), "--chat-template-file", tmpl, "--temp", "0",
                               "-n", "6", "-t", "1", "-v", "--jinja-date", "2026-01-15"},
-                             {}, "bad\nOnce upon a time\n");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("error: the chat template failed"), std::string::npos) << r.err;
+                             {}, "Once upon a time\nbad\nnever reached\n");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("tokamak chat: error: " + tmpl + ": the chat template failed on turn 2: "), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("no bad words, 15 January 2026"), std::string::npos) << r.err;
+  EXPECT_EQ(turn_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.out;
+}
+
+// Issue 19 finding 4: a template that rejects the system role fails at
+// start-up, before any turn is read or answered.
+TEST(Chat, ATemplateThatRejectsTheSystemRoleFailsAtStartUp) {
+  const std::string tmpl = write_template(
+      "nosystem.jinja",
+      std::string("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}") +
+          kChatMLBody);
+  const auto r = run_command({tokamak_bin(), "chat", "-m", stories(), "--chat-template-file", tmpl, "--system",
+                              "Be brief.", "-t", "1"},
+                             {}, "Hello\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("tokamak chat: error: " + tmpl + ": the chat template cannot render a first exchange with "
+                        "this --system message: ", 0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("System role not supported"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // Without --system the same template chats.
+  const auto ok = run_command(
+      {tokamak_bin(), "chat", "-m", stories(), "--chat-template-file", tmpl, "-n", "4", "--temp", "0", "-t", "1"}, {},
+      "Hello\n");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Issue 19 finding 4: the ChatML fallback is announced; an answer is bounded
+// by default (stories260K never ends a chat turn: without the bound one
+// "Hello" ran to the 2,048-token context); a full context ends the chat
+// with a message and status 1 instead of an error on every later turn.
+TEST(Chat, FallbackNoticeBoundedAnswerAndFullContext) {
+  const auto r = run_command({tokamak_bin(), "chat", "-m", stories(), "--temp", "0", "-t", "1", "-v"}, {}, "Hello\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tokamak chat: note: the model has no chat template; using ChatML"), std::string::npos)
+      << r.err;
   const std::vector<TurnLine> turns = turn_lines(r.err);
   ASSERT_EQ(turns.size(), 1u) << r.err;
-  // The failed turn left nothing in the conversation.
-  const Tokenizer tokenizer = Tokenizer::from_gguf(io::GgufFile::open(stories()));
-  const std::string prompt = chatml_turn("user", "Once upon a time") + "<|im_start|>assistant\n";
-  EXPECT_EQ(turns[0].reused, 0);
-  EXPECT_EQ(turns[0].prefilled, static_cast<long long>(tokenizer.encode(prompt, true, true).size()));
-  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.out;
+  EXPECT_LE(turns[0].answer, 512) << r.err;
+
+  const auto full = run_command({tokamak_bin(), "chat", "-m", stories(), "--temp", "0", "-t", "1", "-c", "48", "-n",
+                                 "-1"},
+                                {}, "Hello\nAgain\nAnd again\n");
+  EXPECT_EQ(full.exit_code, 1) << full.err;
+  EXPECT_NE(full.err.find("tokamak chat: the context of 48 tokens is full; the conversation ends here (start a new "
+                          "chat, or raise -c)"),
+            std::string::npos)
+      << full.err;
+  EXPECT_EQ(full.err.find("error"), std::string::npos) << full.err;
 }
 
 TEST(Chat, ATemplateThatDoesNotParseEndsTheChatAtStart) {
@@ -151,7 +196,7 @@ TEST(Chat, ATemplateThatDoesNotParseEndsTheChatAtStart) {
 
 TEST(Chat, ABadJinjaDateIsAnError) {
   const auto r = run_command({tokamak_bin(), "chat", "-m", stories(), "--jinja-date", "2026-02-30"}, {}, "Hi\n");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--jinja-date: '2026-02-30'"), std::string::npos) << r.err;
 }
 

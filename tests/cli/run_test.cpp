@@ -229,37 +229,37 @@ TEST(RunProbs, ByteTokensAreShownEscaped) {
   EXPECT_GT(lines[2].top[0].second, -1e-4);  // p = 1 after a +100 bias
 }
 
-TEST(Run, UserErrorsGiveMessagesAndNonZeroExit) {
+TEST(Run, UserErrorsGiveMessagesAndTheirExitStatus) {
   struct Case {
     std::vector<std::string> args;
     std::string message;
+    int status;  // 2: a usage error, 1: a runtime error
   };
   const std::string gguf = test_data(kStories + "stories260K.gguf");
   const Case cases[] = {
-      {{"run", "-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf"},
-      {{"run", "-m", gguf, "--temp", "hot"}, "--temp"},
-      {{"run", "-m", gguf, "-n", "-5"}, "-n"},
-      {{"run", "-m", gguf, "--bogus"}, "--bogus"},
-      {{"run", "-m", gguf, "-c", "4", "-p", "Once upon a time there was"}, "context"},
-      {{"run", "-m", test_data(kStories + "stories260K.bin")}, "-z"},
-      {{"run", "-m", test_data(kStories + "tok512.bin")}, "tok512.bin"},
-      {{"run", "-m", gguf, "--rng", "mt"}, "--rng"},
-      {{"run", "-m", gguf, "--stop", ""}, "stop string"},
-      {{"run", "-m", gguf, "--n-probs", "-2"}, "--n-probs"},
-      {{"run", "-m", gguf, "--n-probs", "100000"}, "n_probs"},
-      {{"run", "-m", gguf, "--kv-type", "q5"}, "unknown KV type 'q5'"},
-      {{"run", "-m", gguf, "--kv-type-v", "q4", "--block-size", "0"}, "--block-size"},
-      {{"run", "-m", gguf, "--kv-recent", "8"}, "needs a quantized K or V type"},
-      {{"run", "-m", gguf, "--kv-memory", "12X"}, "KV memory '12X'"},
-      {{"run", "-m", gguf, "--kv-memory", "1K"}, "holds no block"},
-      {{"frobnicate"}, "frobnicate"},
+      {{"run", "-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf", 1},
+      {{"run", "-m", gguf, "--temp", "hot"}, "--temp", 2},
+      {{"run", "-m", gguf, "-n", "-5"}, "-n", 2},
+      {{"run", "-m", gguf, "--bogus"}, "--bogus", 2},
+      {{"run", "-m", gguf, "-c", "4", "-p", "Once upon a time there was"}, "context", 1},
+      {{"run", "-m", test_data(kStories + "stories260K.bin")}, "-z", 1},
+      {{"run", "-m", test_data(kStories + "tok512.bin")}, "tok512.bin", 1},
+      {{"run", "-m", gguf, "--rng", "mt"}, "--rng", 2},
+      {{"run", "-m", gguf, "--stop", ""}, "stop string", 1},
+      {{"run", "-m", gguf, "--n-probs", "-2"}, "--n-probs", 2},
+      {{"run", "-m", gguf, "--n-probs", "100000"}, "n_probs", 1},
+      {{"run", "-m", gguf, "--kv-type", "q5"}, "unknown KV type 'q5'", 2},
+      {{"run", "-m", gguf, "--kv-type-v", "q4", "--block-size", "0"}, "--block-size", 2},
+      {{"run", "-m", gguf, "--kv-recent", "8"}, "needs a quantized K or V type", 1},
+      {{"run", "-m", gguf, "--kv-memory", "12X"}, "KV memory '12X'", 2},
+      {{"run", "-m", gguf, "--kv-memory", "1K"}, "holds no block", 1},
+      {{"frobnicate"}, "frobnicate", 2},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {tokamak_bin()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     const auto r = run_command(argv);
-    EXPECT_NE(r.exit_code, 0) << c.args.back();
-    EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+    EXPECT_EQ(r.exit_code, c.status) << c.args.back() << ": " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }
 }

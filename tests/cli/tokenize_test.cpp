@@ -67,7 +67,7 @@ TEST(TokenizeCommand, AddsBosUnlessToldNot) {
 
 TEST(TokenizeCommand, MissingArgumentsAreUserErrors) {
   const auto r = run_command({tokamak_bin(), "tokenize", "-p", "x"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("-m"), std::string::npos);
 }
 
@@ -105,13 +105,13 @@ TEST(TokenizeCommand, ReproducesLlamaBpeVectorsThroughVocabJson) {
 
 TEST(TokenizeCommand, VocabJsonErrors) {
   auto r = run_command({tokamak_bin(), "tokenize", "--vocab-json", test_data(kLlama3Dir + "encoder.json"), "-p", "x"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--merges"), std::string::npos) << r.err;
   r = run_command(llama3_argv({"-p", "x", "--pre", "nonesuch"}));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("nonesuch"), std::string::npos) << r.err;
   r = run_command(llama3_argv({"-p", "x", "-m", test_data("models/stories260K/stories260K.gguf")}));
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
 }
 
