@@ -185,9 +185,9 @@ TEST(Conventions, MessagesSayWhatIsWrongAndWhatHelps) {
   fs::remove(text);
 
   // -c above the training context: a warning, and the run goes on.
-  const auto big = run({"run", "-m", kStories, "-c", "4096", "-n", "2", "-t", "1"});
+  const auto big = run({"run", "-m", kStories, "-c", "4096", "-n", "2", "-t", "1"});  // trained on 2048
   EXPECT_EQ(big.exit_code, 0) << big.err;
-  EXPECT_NE(big.err.find("warning: -c 4096 is above the model's training context of 512 tokens"), std::string::npos)
+  EXPECT_NE(big.err.find("warning: -c 4096 is above the model's training context of 2048 tokens"), std::string::npos)
       << big.err;
   const auto help = run({"run", "--help"});
   EXPECT_NE(help.out.find("Without -m or -hf, run uses the default model"), std::string::npos) << help.out;
