@@ -33,8 +33,13 @@ std::string version_text() {
   std::string out = "tokamak " TOKAMAK_VERSION " (commit " TOKAMAK_COMMIT ")\n";
   out += "built with " + compiler() + ", " TOKAMAK_BUILD_TYPE "\n";
   out += "kernels:";
-  for (const kernels::Isa isa : kernels::supported_isas()) out += " " + std::string(kernels::isa_name(isa));
-  out += " (best: " + std::string(kernels::isa_name(kernels::best_isa())) + ")\n";
+  for (const kernels::Isa isa : kernels::supported_isas()) {
+    out += ' ';
+    out += kernels::isa_name(isa);
+  }
+  out += " (best: ";
+  out += kernels::isa_name(kernels::best_isa());
+  out += ")\n";
   return out;
 }
 
