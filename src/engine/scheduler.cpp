@@ -78,9 +78,9 @@ SeqId Scheduler::fork(SeqId src, int32_t index) {
   s->n_preemptions = 0;
   slots_[static_cast<size_t>(id)] = std::move(s);
   kv_.fork(src, id);
-  // Right after its parent (same priority and arrival; admission breaks the tie).
-  const auto at = std::find(running_.begin(), running_.end(), src);
-  running_.insert(at + 1, id);
+  // After its parent and earlier forks: it has their priority, arrival and
+  // admission number, and ties go last.
+  insert_ordered(running_, id);
   return id;
 }
 
