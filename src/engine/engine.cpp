@@ -102,6 +102,17 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
 
 }  // namespace
 
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::EndOfGeneration: return "end of generation";
+    case StopReason::MaxTokens: return "max tokens";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::StopString: return "stop string";
+    case StopReason::Cancelled: return "interrupted";
+  }
+  return "unknown";
+}
+
 std::string_view finish_reason_name(FinishReason r) {
   switch (r) {
     case FinishReason::None: return "";
@@ -176,8 +187,8 @@ int64_t Engine::add_request(const Request& request) {
   }
   const int64_t len = static_cast<int64_t>(prompt.size());
   if (len >= options_.max_model_len) {
-    throw Error("the prompt has " + std::to_string(len) + " tokens; max_model_len = " +
-                std::to_string(options_.max_model_len) + " leaves no room to generate");
+    throw Error("the prompt has " + std::to_string(len) + " tokens; the context size max_model_len = " +
+                std::to_string(options_.max_model_len) + " leaves no room to generate (raise -c / --max-model-len)");
   }
   const int64_t bs = kv_.layout().format.block_size;
   const int64_t blocks = (len + 1 + bs - 1) / bs + kv_.layout().recent_blocks();
@@ -238,6 +249,7 @@ bool Engine::abort(int64_t request_id) {
     CompletionDelta d;
     d.index = static_cast<int32_t>(i);
     d.finish = FinishReason::Abort;
+    d.stop = StopReason::Cancelled;
     out.completions.push_back(std::move(d));
   }
   out.finished = true;
@@ -260,7 +272,7 @@ RequestOutput& Engine::output_for(const RequestState& r, std::vector<RequestOutp
   return o;
 }
 
-void Engine::finish_completion(RequestState& r, int32_t index, FinishReason reason, RequestOutput& out) {
+void Engine::finish_completion(RequestState& r, int32_t index, StopReason why, RequestOutput& out) {
   Completion& c = *r.completions[static_cast<size_t>(index)];
   CompletionDelta& d = delta_for(out, index);
   if (!c.stops.stopped()) {
@@ -268,13 +280,17 @@ void Engine::finish_completion(RequestState& r, int32_t index, FinishReason reas
     // matcher held back as a possible stop prefix is text after all.
     const StopStringMatcher::Output tail = c.stops.push(c.stream.flush());
     d.text += tail.text;
-    if (tail.stopped) reason = FinishReason::Stop;
+    if (tail.stopped) why = StopReason::StopString;
     else d.text += c.stops.flush();
   }
+  const FinishReason reason = why == StopReason::Cancelled                                    ? FinishReason::Abort
+                              : why == StopReason::MaxTokens || why == StopReason::ContextFull ? FinishReason::Length
+                                                                                               : FinishReason::Stop;
   scheduler_.finish(c.seq);
   c.seq = -1;
   c.finish = reason;
   d.finish = reason;
+  d.stop = why;
   // Before the fork (a request aborted or out of KV during its prefill) the
   // first completion is the whole request.
   if (++r.n_finished == static_cast<int32_t>(r.completions.size())) out.finished = true;
@@ -311,13 +327,14 @@ void Engine::sample(RequestState& r, int32_t index, std::span<const float> logit
   const bool end = (!p.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
                    (p.stop_at_bos && token == tokenizer_.bos()) ||
                    std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
-  if (end) return finish_completion(r, index, FinishReason::Stop, out);
+  if (end) return finish_completion(r, index, StopReason::EndOfGeneration, out);
   const StopStringMatcher::Output text = c.stops.push(c.stream.push(token));
   d.text += text.text;
-  if (text.stopped) return finish_completion(r, index, FinishReason::Stop, out);
-  if ((p.max_tokens > 0 && c.n_generated >= p.max_tokens) ||
-      static_cast<int64_t>(s.tokens.size()) >= options_.max_model_len) {
-    finish_completion(r, index, FinishReason::Length, out);
+  if (text.stopped) return finish_completion(r, index, StopReason::StopString, out);
+  if (p.max_tokens > 0 && c.n_generated >= p.max_tokens) {
+    finish_completion(r, index, StopReason::MaxTokens, out);
+  } else if (static_cast<int64_t>(s.tokens.size()) >= options_.max_model_len) {
+    finish_completion(r, index, StopReason::ContextFull, out);
   }
 }
 
@@ -330,7 +347,7 @@ std::vector<RequestOutput> Engine::step() {
   for (SeqId seq : plan.cannot_fit) {
     const Sequence& s = scheduler_.sequence(seq);
     RequestState& r = *find_request(s.request_id);
-    finish_completion(r, s.index, FinishReason::Length, output_for(r, outputs));
+    finish_completion(r, s.index, StopReason::ContextFull, output_for(r, outputs));
   }
   if (!plan.chunks.empty()) {
     batch_.clear();
@@ -398,7 +415,10 @@ std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests
         c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
         c.text += d.text;
         c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        if (d.finish != FinishReason::None) c.finish = d.finish;
+        if (d.finish != FinishReason::None) {
+          c.finish = d.finish;
+          c.stop = d.stop;
+        }
       }
       if (o.finished) --left;
     }

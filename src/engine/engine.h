@@ -113,7 +113,7 @@ class Engine {
   // Samples completion `index`'s next token from its logits row, streams its
   // text and finishes it at a stop condition.
   void sample(RequestState& r, int32_t index, std::span<const float> logits, RequestOutput& out);
-  void finish_completion(RequestState& r, int32_t index, FinishReason reason, RequestOutput& out);
+  void finish_completion(RequestState& r, int32_t index, StopReason why, RequestOutput& out);
   // n > 1: the prompt's sequence, just prefilled, forks into the other
   // completions (sharing its blocks), each with its own RNG stream.
   void fork_completions(RequestState& r);

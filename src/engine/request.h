@@ -14,6 +14,10 @@
 
 namespace tokamak::engine {
 
+// Why generation stopped, in detail (a command line's summary).
+enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, StopString, Cancelled };
+std::string_view stop_reason_name(StopReason r);  // "end of generation", "max tokens", ...
+
 // Why a completion ended, as the OpenAI API names it: "stop" (end of
 // generation, a stop token or a stop string) or "length" (max_tokens, or the
 // sequence reached max_model_len), plus "abort" for abort() and "error".
@@ -74,6 +78,7 @@ struct CompletionDelta {
   std::string text;                   // text that became final this step (stop strings held back)
   std::vector<sampling::Logprobs> logprobs;  // one per token id, when the request asked
   FinishReason finish = FinishReason::None;
+  StopReason stop = StopReason::MaxTokens;  // the detail, when finish is set
 };
 
 struct RequestOutput {
@@ -89,6 +94,7 @@ struct CompletionResult {
   std::string text;
   std::vector<sampling::Logprobs> logprobs;
   FinishReason finish = FinishReason::None;
+  StopReason stop = StopReason::MaxTokens;
 };
 struct RequestResult {
   int64_t request_id = 0;
