@@ -2,6 +2,7 @@
 // the run goes to stderr.
 #include <cstdio>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -17,7 +18,7 @@
 #include "cli/sampling_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "engine/session.h"
+#include "engine/engine.h"
 #include "sampling/sampler.h"
 
 namespace tokamak::cli {
@@ -145,36 +146,70 @@ int run_main(int argc, char** argv) {
   const std::vector<int32_t> prompt = tokenizer.encode(prompt_text, tokenizer.add_bos(), args.has("--parse-special"));
   if (prompt.empty()) throw Error("the prompt is empty and the vocabulary has no BOS token to start from");
   if (args.has("--verbose-prompt")) print_prompt_tokens(tokenizer, prompt);
-  std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
 
-  ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx, kv_format, kv_memory);
-  engine::GenerateOptions options;
-  options.n_predict = static_cast<int32_t>(n_predict);
-  options.stop_at_bos = model.format() == ModelFormat::Llama2c;  // as llama2.c's run.c does
-  options.stop = args.get_all("--stop");
+  // One request through the Engine: the same path as a server's, with room
+  // for one sequence of n_ctx tokens.
+  engine::EngineOptions eo;
+  eo.kv_format = kv_format;
+  eo.kv_memory.bytes = kv_memory;
+  eo.max_model_len = n_ctx;
+  eo.max_num_seqs = 1;
+  eo.max_num_batched_tokens = std::max(n_ctx, 2048);  // a prompt prefills in one step
+  eo.enable_prefix_caching = false;
+  eo.threads = threads;
+  engine::Engine eng(model, tokenizer, eo);
+  engine::Request request;
+  request.prompt = engine::Prompt::from_ids(prompt);
+  engine::GenerationParams& gp = request.params;
+  gp.sampling = sparams;
+  gp.max_tokens = n_predict > 0 ? static_cast<int32_t>(n_predict) : -1;
+  gp.stop = args.get_all("--stop");
+  gp.stop_at_bos = model.format() == ModelFormat::Llama2c;  // as llama2.c's run.c does
+  gp.logprobs = sparams.n_probs > 0;
+  if (n_predict == 0) {  // nothing to generate: the prompt alone is the run
+    std::fprintf(stderr, "\n\nprompt tokens: %zu; generated: 0 tokens (-n 0)\n", prompt.size());
+    return 0;
+  }
+  eng.add_request(request);
+
   // Gathered during generation and printed after it, so that stdout's text
   // stays whole on a terminal.
   std::vector<TokenProbs> token_probs;
-  if (sparams.n_probs > 0) {
-    options.on_token = [&, prev = prompt.back()](int32_t token) mutable {
-      token_probs.push_back({prev, sampler->last_logprobs()});
-      prev = token;
-    };
-  }
   TextOutput text_out;
-  const engine::GenerateResult r =
-      engine::generate(session, tokenizer, *sampler, prompt, options, [&](std::string_view text) { text_out.write(text); });
+  int32_t prev = prompt.back();
+  int64_t n_generated = 0;
+  engine::StopReason stop = engine::StopReason::MaxTokens;
+  double prefill_seconds = 0.0, decode_seconds = 0.0;
+  int64_t decode_steps = 0;
+  while (eng.has_unfinished()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<engine::RequestOutput> outputs = eng.step();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The first step prefills the prompt (and samples the first token); each
+    // later one decodes the token sampled before it.
+    if (n_generated == 0) prefill_seconds += dt;
+    else decode_seconds += dt, ++decode_steps;
+    for (const engine::RequestOutput& out : outputs) {
+      for (const engine::CompletionDelta& d : out.completions) {
+        for (size_t i = 0; i < d.token_ids.size(); ++i) {
+          if (i < d.logprobs.size()) token_probs.push_back({prev, d.logprobs[i]});
+          prev = d.token_ids[i];
+        }
+        n_generated += static_cast<int64_t>(d.token_ids.size());
+        text_out.write(d.text);
+        if (d.finish != engine::FinishReason::None) stop = d.stop;
+      }
+    }
+  }
   text_out.finish();
   if (sparams.n_probs > 0) print_logprobs(tokenizer, token_probs, sparams.n_probs);
-  const double prefill_tps = r.prefill_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prefill_seconds : 0.0;
-  const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;
+  const double prefill_tps = prefill_seconds > 0 ? static_cast<double>(prompt.size()) / prefill_seconds : 0.0;
+  const double decode_tps = decode_seconds > 0 ? static_cast<double>(decode_steps) / decode_seconds : 0.0;
   std::fprintf(stderr,
-               "\n\nprompt tokens: %lld, prefill: %.1f tok/s; generated: %lld tokens, decode: %.1f tok/s "
+               "\n\nprompt tokens: %zu, prefill: %.1f tok/s; generated: %lld tokens, decode: %.1f tok/s "
                "(%d threads, seed %llu, stop: %s)\n",
-               static_cast<long long>(r.n_prompt), prefill_tps, static_cast<long long>(r.n_generated), decode_tps,
-               threads, static_cast<unsigned long long>(sparams.seed),
-               std::string(engine::stop_reason_name(r.stop)).c_str());
+               prompt.size(), prefill_tps, static_cast<long long>(n_generated), decode_tps, threads,
+               static_cast<unsigned long long>(sparams.seed), std::string(engine::stop_reason_name(stop)).c_str());
   return 0;
 }
 

@@ -72,17 +72,6 @@ std::span<const float> Session::append(std::span<const int32_t> tokens) {
   return logits;
 }
 
-std::string_view stop_reason_name(StopReason r) {
-  switch (r) {
-    case StopReason::EndOfGeneration: return "end of generation";
-    case StopReason::MaxTokens: return "max tokens";
-    case StopReason::ContextFull: return "context full";
-    case StopReason::StopString: return "stop string";
-    case StopReason::Cancelled: return "interrupted";
-  }
-  return "unknown";
-}
-
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, sampling::Sampler& sampler,
                         std::span<const int32_t> prompt, const GenerateOptions& options,
                         const std::function<void(std::string_view)>& on_text) {

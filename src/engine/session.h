@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/request.h"
 #include "kv/kv_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -64,8 +65,6 @@ class Session {
   int64_t n_past_ = 0;           // tokens_[0, n_past_) have K/V in the cache
 };
 
-enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, StopString, Cancelled };
-std::string_view stop_reason_name(StopReason r);
 
 struct GenerateOptions {
   int32_t n_predict = -1;          // tokens to generate; -1: until a stop condition

@@ -183,9 +183,44 @@ void KvCache::fork(int32_t src, int32_t dst) {
 
 void KvCache::free_sequence(int32_t seq) {
   BlockTable& t = mutable_table(seq);
-  for (int32_t b : t.blocks) pool_.release(b);
-  for (int32_t b : t.recent) pool_.release(b);
+  for (auto b = t.recent.rbegin(); b != t.recent.rend(); ++b) pool_.release(*b);
+  for (auto b = t.blocks.rbegin(); b != t.blocks.rend(); ++b) pool_.release(*b);
   t = BlockTable{};
+}
+
+void KvCache::adopt(int32_t seq, const std::vector<int32_t>& blocks, int64_t n_tokens) {
+  if (!table(seq).blocks.empty() || !table(seq).recent.empty()) {
+    throw Error("KV cache: adopt into sequence " + std::to_string(seq) + ", which holds KV (free it first)");
+  }
+  if (n_tokens < 0 || n_tokens > static_cast<int64_t>(blocks.size()) * layout().format.block_size) {
+    throw Error("KV cache: adopt of " + std::to_string(n_tokens) + " positions in " + std::to_string(blocks.size()) +
+                " blocks");
+  }
+  BlockTable& t = mutable_table(seq);
+  for (int32_t b : blocks) {
+    pool_.retain(b);
+    t.blocks.push_back(b);
+  }
+  t.n_tokens = t.step_end = n_tokens;
+  check_table(seq);
+}
+
+int32_t KvCache::blocks_needed(int32_t seq, int64_t begin, int64_t end) const {
+  if (end <= begin) return 0;
+  const BlockTable& t = table(seq);
+  const int64_t bs = layout().format.block_size;
+  const int64_t have = static_cast<int64_t>(t.blocks.size());
+  const int64_t last = (end + bs - 1) / bs;
+  int64_t n = std::max<int64_t>(0, last - have);
+  for (int64_t b = begin / bs; b < std::min(last, have); ++b) n += pool_.refcount(t.blocks[static_cast<size_t>(b)]) > 1;
+  if (layout().has_recent()) {
+    if (t.recent.empty()) {
+      n += layout().recent_blocks();
+    } else {
+      for (int32_t b : t.recent) n += pool_.refcount(b) > 1;
+    }
+  }
+  return static_cast<int32_t>(n);
 }
 
 void KvCache::check_table(int32_t seq) const {

@@ -61,8 +61,18 @@ class KvCache {
   // partly filled last block (and the ring) is copied when either writes it.
   // Throws tokamak::Error when dst holds blocks or the ids are equal.
   void fork(int32_t src, int32_t dst);
-  // Releases all blocks of the sequence.
+  // Releases all blocks of the sequence, the last first: cached blocks of it
+  // enter the pool's LRU leaves before parents, so eviction takes leaves first.
   void free_sequence(int32_t seq);
+  // An empty sequence takes a reference to each of `blocks` (full, computed
+  // blocks of a cached prefix, in order) and holds n_tokens positions.
+  // Throws tokamak::Error when seq holds blocks or n_tokens does not fit them.
+  void adopt(int32_t seq, const std::vector<int32_t>& blocks, int64_t n_tokens);
+  // Pool blocks prepare_write(seq, begin, end) would take: new blocks, copies
+  // of shared blocks the range touches, and the f16 ring when it has none yet
+  // (an upper bound: a shared block counts as a copy even if the other
+  // sharers copy it first). No allocation.
+  int32_t blocks_needed(int32_t seq, int64_t begin, int64_t end) const;
   // The table of `seq` (empty for a sequence never seen).
   const BlockTable& table(int32_t seq) const;
   int64_t length(int32_t seq) const { return table(seq).n_tokens; }

@@ -68,7 +68,7 @@ std::vector<float> f16_rounded(std::vector<float> x) {
   return x;
 }
 
-TEST(BlockPool, HandsOutLowestIdsFirstAndRecyclesFreedOnes) {
+TEST(BlockPool, HandsOutIdsInOrderThenTheLeastRecentlyFreed) {
   BlockPool pool(small_layout(), 3);
   EXPECT_EQ(pool.n_free(), 3);
   EXPECT_EQ(pool.allocate(), 0);
@@ -77,8 +77,45 @@ TEST(BlockPool, HandsOutLowestIdsFirstAndRecyclesFreedOnes) {
   EXPECT_EQ(pool.n_used(), 2);
   pool.release(0);
   EXPECT_EQ(pool.refcount(0), 0);
+  EXPECT_EQ(pool.allocate(), 2);  // never used before the recycled 0
   EXPECT_EQ(pool.allocate(), 0);
+  EXPECT_THROW(pool.allocate(), Error);
+  pool.release(1);
+  pool.release(2);
+  pool.release(0);
+  EXPECT_EQ(pool.allocate(), 1);  // FIFO: the least recently freed first
   EXPECT_EQ(pool.allocate(), 2);
+  pool.check_invariants();
+}
+
+TEST(BlockPool, KeyedBlocksStayCachedUntilEvictedLeastRecentlyUsedFirst) {
+  BlockPool pool(small_layout(), 4);
+  for (int32_t b = 0; b < 4; ++b) EXPECT_EQ(pool.allocate(), b);
+  EXPECT_TRUE(pool.register_key(1, 11));
+  EXPECT_TRUE(pool.register_key(2, 22));
+  EXPECT_FALSE(pool.register_key(3, 11));  // the key is taken
+  EXPECT_FALSE(pool.register_key(1, 33));  // the block has a key
+  pool.release(2);  // cached: 2
+  pool.release(1);  // cached: 2, 1 (1 most recently used)
+  pool.release(3);  // no key: free
+  EXPECT_EQ(pool.n_free(), 1);
+  EXPECT_EQ(pool.n_evictable(), 2);
+  EXPECT_EQ(pool.n_allocatable(), 3);
+  EXPECT_EQ(pool.find_cached(11), 1);
+  EXPECT_EQ(pool.find_cached(22), 2);
+  // A hit revives a cached block; releasing it again makes it most recent.
+  pool.retain(2);
+  EXPECT_EQ(pool.refcount(2), 1);
+  EXPECT_EQ(pool.n_evictable(), 1);
+  pool.release(2);  // LRU: 1, 2
+  pool.check_invariants();
+  EXPECT_EQ(pool.allocate(), 3);  // the plain free block before any eviction
+  EXPECT_EQ(pool.evictions(), 0);
+  EXPECT_EQ(pool.allocate(), 1);  // least recently used
+  EXPECT_EQ(pool.find_cached(11), -1);
+  EXPECT_FALSE(pool.has_key(1));
+  EXPECT_EQ(pool.allocate(), 2);
+  EXPECT_EQ(pool.evictions(), 2);
   EXPECT_THROW(pool.allocate(), Error);
   pool.check_invariants();
 }

@@ -1,0 +1,429 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "engine/chat_session.h"
+#include "engine/session.h"
+#include "engine/stop_strings.h"
+#include "io/gguf.h"
+#include "kv/prefix_key.h"
+#include "sampling/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tokamak::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Completion `index`'s seed: the request's own for the first, so that n = 1
+// samples exactly what a single run does; a mix of (seed, index) for the others.
+uint64_t completion_seed(uint64_t seed, int32_t index) {
+  if (index == 0) return seed;
+  uint64_t s = kv::mix64(seed ^ kv::mix64(static_cast<uint64_t>(index)));
+  if (s == sampling::kRandomSeed || s == 0) s = 1;
+  return s;
+}
+
+// A salt for prefix-cache keys: blocks are only reusable by the same model
+// shape in the same KV storage format.
+uint64_t prefix_salt(const Model& model, const kv::KvFormat& f) {
+  const ModelConfig& c = model.config();
+  uint64_t h = 0;
+  for (int64_t v : {int64_t{c.n_layers}, int64_t{c.n_embd}, int64_t{c.n_heads}, int64_t{c.n_kv_heads},
+                    int64_t{c.head_dim}, int64_t{c.n_vocab}, static_cast<int64_t>(model.weight_bytes()),
+                    static_cast<int64_t>(f.k_type), static_cast<int64_t>(f.v_type), int64_t{f.recent},
+                    int64_t{f.block_size}}) {
+    h = kv::mix64(h ^ static_cast<uint64_t>(v));
+  }
+  return h;
+}
+
+int32_t default_max_model_len(const Model& model, int32_t requested) {
+  if (requested < 0) throw Error("max_model_len must be positive, got " + std::to_string(requested));
+  return requested > 0 ? requested : std::min(model.config().n_ctx_train, 4096);
+}
+
+EngineOptions resolved(const Model& model, EngineOptions o) {
+  o.max_model_len = default_max_model_len(model, o.max_model_len);
+  if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Mixed precision keeps each sequence's newest positions in a private f16
+  // ring that a cached prefix does not carry: a prefix hit would read those
+  // positions quantized where a miss reads them in f16, so the two settings
+  // do not mix (results would depend on the cache).
+  if (kv_layout_for(model.config(), o.kv_format).has_recent()) o.enable_prefix_caching = false;
+  return o;
+}
+
+// Blocks of the pool: the memory budget, or by default room for max_num_seqs
+// sequences of max_model_len tokens within half of the available memory (and
+// at least one such sequence). Untouched blocks cost no RAM (huge-page backed).
+int32_t pool_blocks(const kv::KvLayout& layout, const EngineOptions& o) {
+  layout.validate();
+  const int64_t bs = layout.format.block_size;
+  const int64_t per_seq = (o.max_model_len + bs - 1) / bs + layout.recent_blocks();
+  int64_t blocks = 0;
+  if (o.kv_memory.bytes > 0 || o.kv_memory.fraction > 0) {
+    blocks = kv::blocks_for_bytes(layout, kv::resolve_kv_memory(o.kv_memory));
+    if (blocks < per_seq) {
+      throw Error("--kv-memory holds " + std::to_string(blocks) + " blocks of " + std::to_string(bs) +
+                  " tokens, fewer than one sequence of max_model_len = " + std::to_string(o.max_model_len) +
+                  " tokens needs (" + std::to_string(per_seq) + "): raise --kv-memory or lower --max-model-len");
+    }
+  } else {
+    const int64_t half = kv::available_memory_bytes() / 2;
+    const int64_t fits = half / layout.block_bytes();
+    blocks = std::max<int64_t>(per_seq, std::min<int64_t>(fits, per_seq * o.max_num_seqs));
+  }
+  return static_cast<int32_t>(std::min<int64_t>(blocks, (int64_t{1} << 31) - 1));
+}
+
+std::unique_ptr<ChatTemplate> model_chat_template(const Model& model, const Tokenizer& tokenizer) {
+  std::optional<std::string> source;
+  if (model.format() == ModelFormat::Gguf) source = model.gguf()->get_string("tokenizer.chat_template");
+  const auto text_of = [&](int32_t id) { return id >= 0 ? tokenizer.token_text(id) : std::string(); };
+  return std::make_unique<ChatTemplate>(ChatTemplate::from_source(source, text_of(tokenizer.bos()), text_of(tokenizer.eos())));
+}
+
+CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
+  for (CompletionDelta& d : out.completions) {
+    if (d.index == index) return d;
+  }
+  CompletionDelta& d = out.completions.emplace_back();
+  d.index = index;
+  return d;
+}
+
+}  // namespace
+
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::EndOfGeneration: return "end of generation";
+    case StopReason::MaxTokens: return "max tokens";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::StopString: return "stop string";
+    case StopReason::Cancelled: return "interrupted";
+  }
+  return "unknown";
+}
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+  }
+  return "";
+}
+
+// One completion's sampling and text state.
+struct Completion {
+  SeqId seq = -1;  // -1 once finished
+  std::unique_ptr<sampling::Sampler> sampler;
+  TextStream stream;
+  StopStringMatcher stops;
+  int64_t n_generated = 0;
+  FinishReason finish = FinishReason::None;
+};
+
+struct Engine::RequestState {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;
+  GenerationParams params;
+  uint64_t seed = 0;                       // resolved
+  std::vector<std::unique_ptr<Completion>> completions;  // [n]; index 1.. created by the fork
+  bool forked = false;
+  int32_t n_finished = 0;
+};
+
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(resolved(model, options)),
+      chat_template_(model_chat_template(model, tokenizer)),
+      pool_(options_.threads),
+      kv_(kv_layout_for(model.config(), options_.kv_format),
+          pool_blocks(kv_layout_for(model.config(), options_.kv_format), options_)),
+      forward_(model, pool_, options_.matmul),
+      scheduler_(kv_, SchedulerOptions{options_.max_num_seqs, options_.max_num_batched_tokens,
+                                       options_.enable_prefix_caching, prefix_salt(model, options_.kv_format)}),
+      epoch_(std::chrono::steady_clock::now()) {}
+
+Engine::~Engine() = default;
+
+double Engine::now() const { return seconds_since(epoch_); }
+
+std::vector<int32_t> Engine::tokenize_prompt(const Prompt& prompt) const {
+  if (!prompt.ids.empty()) return prompt.ids;
+  if (!prompt.messages.is_null()) {
+    ChatTemplateInputs inputs;
+    inputs.messages = prompt.messages;
+    const std::string rendered = chat_template_->render(inputs);
+    const int32_t bos = tokenizer_.bos();
+    const std::string bos_text = bos >= 0 ? tokenizer_.token_text(bos) : std::string();
+    // The template usually writes BOS itself; add it only when it did not.
+    const bool add_bos = tokenizer_.add_bos() && bos >= 0 && !(!bos_text.empty() && rendered.starts_with(bos_text));
+    return tokenizer_.encode(rendered, add_bos, /*parse_special=*/true);
+  }
+  return tokenizer_.encode(prompt.text, tokenizer_.add_bos());
+}
+
+int64_t Engine::add_request(const Request& request) {
+  const GenerationParams& p = request.params;
+  std::vector<int32_t> prompt = tokenize_prompt(request.prompt);
+  const int32_t n_vocab = model_.config().n_vocab;
+  if (prompt.empty()) throw Error("the prompt is empty and the vocabulary has no BOS token to start from");
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= n_vocab) {
+      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  if (len >= options_.max_model_len) {
+    throw Error("the prompt has " + std::to_string(len) + " tokens; the context size max_model_len = " +
+                std::to_string(options_.max_model_len) + " leaves no room to generate (raise -c / --max-model-len)");
+  }
+  const int64_t bs = kv_.layout().format.block_size;
+  const int64_t blocks = (len + 1 + bs - 1) / bs + kv_.layout().recent_blocks();
+  if (blocks > kv_.pool().n_blocks()) {
+    throw Error("the prompt has " + std::to_string(len) + " tokens; the KV pool holds only " +
+                std::to_string(kv_.pool().n_blocks() * bs) + " (raise --kv-memory)");
+  }
+  if (p.n < 1 || p.n > 1024) throw Error("n = " + std::to_string(p.n) + " is outside [1, 1024]");
+  if (p.max_tokens < -1 || p.max_tokens == 0) {
+    throw Error("max_tokens = " + std::to_string(p.max_tokens) + " must be positive (or -1: until max_model_len)");
+  }
+
+  auto r = std::make_unique<RequestState>();
+  r->id = next_request_id_;
+  r->params = p;
+  if (!request.prompt.messages.is_null()) {
+    // A chat turn ends at the template's end-of-turn marker.
+    GenerateOptions eot;
+    add_end_of_turn_stop(end_of_turn_text(*chat_template_), tokenizer_, eot);
+    for (int32_t t : eot.stop_tokens) r->params.stop_token_ids.push_back(t);
+    for (std::string& s : eot.stop) r->params.stop.push_back(std::move(s));
+  }
+  r->seed = sampling::resolve_seed(p.sampling.seed);
+  // Completion 0 now (validating the parameters); the others at the fork.
+  auto c = std::make_unique<Completion>(Completion{-1, nullptr, TextStream(tokenizer_, prompt.back()),
+                                                    StopStringMatcher(r->params.stop)});
+  sampling::SamplingParams sp = p.sampling;
+  sp.seed = r->seed;
+  sp.n_probs = p.logprobs ? p.sampling.n_probs : 0;
+  c->sampler = sampling::make_sampler(sp, n_vocab);
+  for (int32_t t : prompt) c->sampler->accept(t);  // prompt tokens count for penalties
+  r->prompt = prompt;
+  c->seq = scheduler_.add(r->id, 0, std::move(prompt), request.priority, request.arrival_time.value_or(now()));
+  r->completions.push_back(std::move(c));
+  stats_.prompt_tokens += len;
+  const int64_t id = next_request_id_++;
+  requests_.emplace(id, std::move(r));
+  return id;
+}
+
+Engine::RequestState* Engine::find_request(int64_t id) {
+  const auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+bool Engine::abort(int64_t request_id) {
+  RequestState* r = find_request(request_id);
+  if (r == nullptr) return false;
+  RequestOutput out;
+  out.request_id = r->id;
+  out.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+  for (size_t i = 0; i < r->completions.size(); ++i) {
+    Completion& c = *r->completions[i];
+    if (c.seq < 0) continue;
+    scheduler_.finish(c.seq);
+    c.seq = -1;
+    c.finish = FinishReason::Abort;
+    CompletionDelta d;
+    d.index = static_cast<int32_t>(i);
+    d.finish = FinishReason::Abort;
+    d.stop = StopReason::Cancelled;
+    out.completions.push_back(std::move(d));
+  }
+  out.finished = true;
+  pending_aborts_.push_back(std::move(out));
+  erase_request(request_id);
+  return true;
+}
+
+void Engine::erase_request(int64_t id) { requests_.erase(id); }
+
+bool Engine::has_unfinished() const { return !requests_.empty() || !pending_aborts_.empty(); }
+
+RequestOutput& Engine::output_for(const RequestState& r, std::vector<RequestOutput>& outputs) {
+  for (RequestOutput& o : outputs) {
+    if (o.request_id == r.id) return o;
+  }
+  RequestOutput& o = outputs.emplace_back();
+  o.request_id = r.id;
+  o.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  return o;
+}
+
+void Engine::finish_completion(RequestState& r, int32_t index, StopReason why, RequestOutput& out) {
+  Completion& c = *r.completions[static_cast<size_t>(index)];
+  CompletionDelta& d = delta_for(out, index);
+  if (!c.stops.stopped()) {
+    // An unfinished UTF-8 tail may still complete a stop string; else what the
+    // matcher held back as a possible stop prefix is text after all.
+    const StopStringMatcher::Output tail = c.stops.push(c.stream.flush());
+    d.text += tail.text;
+    if (tail.stopped) why = StopReason::StopString;
+    else d.text += c.stops.flush();
+  }
+  const FinishReason reason = why == StopReason::Cancelled                                    ? FinishReason::Abort
+                              : why == StopReason::MaxTokens || why == StopReason::ContextFull ? FinishReason::Length
+                                                                                               : FinishReason::Stop;
+  scheduler_.finish(c.seq);
+  c.seq = -1;
+  c.finish = reason;
+  d.finish = reason;
+  d.stop = why;
+  // Before the fork (a request aborted or out of KV during its prefill) the
+  // first completion is the whole request.
+  if (++r.n_finished == static_cast<int32_t>(r.completions.size())) out.finished = true;
+}
+
+void Engine::fork_completions(RequestState& r) {
+  const SeqId parent = r.completions[0]->seq;
+  for (int32_t i = 1; i < r.params.n; ++i) {
+    auto c = std::make_unique<Completion>(Completion{-1, nullptr, TextStream(tokenizer_, r.prompt.back()),
+                                                      StopStringMatcher(r.params.stop)});
+    sampling::SamplingParams sp = r.params.sampling;
+    sp.seed = completion_seed(r.seed, i);
+    sp.n_probs = r.params.logprobs ? r.params.sampling.n_probs : 0;
+    c->sampler = sampling::make_sampler(sp, model_.config().n_vocab);
+    for (int32_t t : r.prompt) c->sampler->accept(t);
+    c->seq = scheduler_.fork(parent, i);
+    r.completions.push_back(std::move(c));
+  }
+  r.forked = true;
+}
+
+void Engine::sample(RequestState& r, int32_t index, std::span<const float> logits, RequestOutput& out) {
+  Completion& c = *r.completions[static_cast<size_t>(index)];
+  Sequence& s = scheduler_.sequence(c.seq);
+  const int32_t token = c.sampler->sample(logits);
+  s.tokens.push_back(token);
+  ++c.n_generated;
+  ++stats_.generated_tokens;
+  CompletionDelta& d = delta_for(out, index);
+  d.token_ids.push_back(token);
+  if (r.params.logprobs) d.logprobs.push_back(c.sampler->last_logprobs());
+
+  const GenerationParams& p = r.params;
+  const bool end = (!p.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+                   (p.stop_at_bos && token == tokenizer_.bos()) ||
+                   std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+  if (end) return finish_completion(r, index, StopReason::EndOfGeneration, out);
+  const StopStringMatcher::Output text = c.stops.push(c.stream.push(token));
+  d.text += text.text;
+  if (text.stopped) return finish_completion(r, index, StopReason::StopString, out);
+  if (p.max_tokens > 0 && c.n_generated >= p.max_tokens) {
+    finish_completion(r, index, StopReason::MaxTokens, out);
+  } else if (static_cast<int64_t>(s.tokens.size()) >= options_.max_model_len) {
+    finish_completion(r, index, StopReason::ContextFull, out);
+  }
+}
+
+std::vector<RequestOutput> Engine::step() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<RequestOutput> outputs = std::move(pending_aborts_);
+  pending_aborts_.clear();
+  const ScheduledStep plan = scheduler_.schedule();
+  stats_.preemptions = scheduler_.preemptions();
+  for (SeqId seq : plan.cannot_fit) {
+    const Sequence& s = scheduler_.sequence(seq);
+    RequestState& r = *find_request(s.request_id);
+    finish_completion(r, s.index, StopReason::ContextFull, output_for(r, outputs));
+  }
+  if (!plan.chunks.empty()) {
+    batch_.clear();
+    for (const ScheduledChunk& c : plan.chunks) {
+      const Sequence& s = scheduler_.sequence(c.seq);
+      for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
+        batch_.add(s.tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), c.seq,
+                   c.want_logits && i + 1 == c.begin + c.count);
+      }
+    }
+    const auto forward_start = std::chrono::steady_clock::now();
+    const std::span<const float> logits = forward_.run(batch_, kv_);
+    stats_.forward_seconds += seconds_since(forward_start);
+    scheduler_.commit(plan);
+    stats_.computed_tokens += plan.n_tokens;
+    stats_.peak_used_blocks = std::max(stats_.peak_used_blocks, kv_.pool().n_used());
+
+    const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+    size_t row = 0;
+    for (const ScheduledChunk& c : plan.chunks) {
+      if (!c.want_logits) continue;
+      const std::span<const float> logits_row = logits.subspan(row++ * n_vocab, n_vocab);
+      const Sequence& s = scheduler_.sequence(c.seq);
+      RequestState& r = *find_request(s.request_id);
+      RequestOutput& out = output_for(r, outputs);
+      const int32_t index = s.index;
+      if (r.params.n > 1 && !r.forked) {
+        fork_completions(r);  // every completion samples its first token from this row
+        for (int32_t i = 0; i < r.params.n; ++i) sample(r, i, logits_row, out);
+      } else {
+        sample(r, index, logits_row, out);
+      }
+    }
+  }
+  for (const RequestOutput& o : outputs) {
+    if (o.finished) erase_request(o.request_id);
+  }
+  ++stats_.steps;
+  const PrefixCacheStats& ps = scheduler_.prefix_stats();
+  stats_.prefix_lookups = ps.lookups;
+  stats_.prefix_hit_tokens = ps.hit_tokens;
+  stats_.prefix_evictions = kv_.pool().evictions();
+  stats_.step_seconds += seconds_since(start);
+  return outputs;
+}
+
+std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests) {
+  std::unordered_map<int64_t, size_t> slot;  // request id -> index in results
+  std::vector<RequestResult> results(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int64_t id = add_request(requests[i]);
+    slot[id] = i;
+    results[i].request_id = id;
+    results[i].completions.resize(static_cast<size_t>(requests[i].params.n));
+  }
+  size_t left = requests.size();
+  while (left > 0 && has_unfinished()) {
+    for (const RequestOutput& o : step()) {
+      const auto it = slot.find(o.request_id);
+      if (it == slot.end()) continue;
+      RequestResult& res = results[it->second];
+      res.prompt_tokens = o.prompt_tokens;
+      for (const CompletionDelta& d : o.completions) {
+        CompletionResult& c = res.completions[static_cast<size_t>(d.index)];
+        c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+        c.text += d.text;
+        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.finish != FinishReason::None) {
+          c.finish = d.finish;
+          c.stop = d.stop;
+        }
+      }
+      if (o.finished) --left;
+    }
+  }
+  return results;
+}
+
+}  // namespace tokamak::engine
