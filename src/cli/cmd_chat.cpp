@@ -157,18 +157,29 @@ int chat_main(int argc, char** argv) {
   check_template(chat_template, template_origin, messages, now);
   const ModelConfig& c = model.config();
   const int32_t n_ctx = context_size(args, c);
-  std::unique_ptr<sampling::Sampler> sampler = sampling::make_sampler(sparams, c.n_vocab);
-  ThreadPool pool(threads);
-  engine::Session session(model, pool, n_ctx, kv_format_for_sampling(args, sparams), kv_memory_from_args(args));
-  engine::ChatSession chat(session, tokenizer);
+  // One conversation on the Engine; its prefix cache keeps the history's
+  // blocks from turn to turn, so each turn computes only its new tokens.
+  engine::EngineOptions eo;
+  eo.kv_format = kv_format_for_sampling(args, sparams);
+  eo.kv_memory.bytes = kv_memory_from_args(args);
+  eo.max_model_len = n_ctx;
+  eo.max_num_seqs = 1;
+  eo.max_num_batched_tokens = std::max(n_ctx, 2048);
+  eo.enable_prefix_caching = true;
+  eo.threads = threads;
+  engine::Engine eng(model, tokenizer, eo);
+  engine::ChatSession chat(eng);
 
   engine::GenerateOptions options;
-  options.n_predict = static_cast<int32_t>(n_predict);
-  options.stop_at_bos = model.format() == ModelFormat::Llama2c;
-  options.stop = args.get_all("--stop");
-  options.cancel = &interrupts.flag();
   const std::string end_of_turn =
       engine::add_end_of_turn_stop(engine::end_of_turn_text(chat_template), tokenizer, options);
+  engine::GenerationParams params;
+  params.sampling = sparams;
+  params.max_tokens = n_predict > 0 ? static_cast<int32_t>(n_predict) : -1;
+  params.stop_at_bos = model.format() == ModelFormat::Llama2c;
+  params.stop = args.get_all("--stop");
+  params.stop.insert(params.stop.end(), options.stop.begin(), options.stop.end());
+  params.stop_token_ids = options.stop_tokens;
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
   if (verbose) {
@@ -199,7 +210,7 @@ int chat_main(int argc, char** argv) {
       throw Error(template_origin + ": the chat template failed on turn " + std::to_string(turn) + ": " + e.what());
     }
     std::string answer;
-    const engine::ChatTurnStats stats = chat.respond(rendered, *sampler, options, [&](std::string_view text) {
+    const engine::ChatTurnStats stats = chat.respond(rendered, params, &interrupts.flag(), [&](std::string_view text) {
       answer += text;
       print(text);
     });
@@ -217,10 +228,11 @@ int chat_main(int argc, char** argv) {
     if (verbose) {
       const double decode_tps = r.decode_seconds > 0 ? static_cast<double>(r.n_decoded) / r.decode_seconds : 0.0;
       std::fprintf(stderr,
-                   "turn %d: prompt %lld tokens (reused %lld, prefilled %lld, %.1f ms); answer %lld tokens "
-                   "(%.1f tok/s, stop: %s); held %lld\n",
+                   "turn %d: prompt %lld tokens (reused %lld, prefilled %lld, computed %lld, %.1f ms); answer %lld "
+                   "tokens (%.1f tok/s, stop: %s); held %lld\n",
                    turn, static_cast<long long>(stats.reused + stats.prefilled), static_cast<long long>(stats.reused),
-                   static_cast<long long>(stats.prefilled), 1000.0 * r.prefill_seconds,
+                   static_cast<long long>(stats.prefilled), static_cast<long long>(stats.computed),
+                   1000.0 * r.prefill_seconds,
                    static_cast<long long>(r.n_generated), decode_tps,
                    std::string(engine::stop_reason_name(r.stop)).c_str(), static_cast<long long>(chat.size()));
     }

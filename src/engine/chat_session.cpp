@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include "core/error.h"
+#include "kv/prefix_key.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokamak::engine {
 
-ChatSession::ChatSession(Session& session, const Tokenizer& tokenizer)
-    : session_(session), tokenizer_(tokenizer), boundaries_{{0, 0}} {}
+ChatSession::ChatSession(Engine& engine)
+    : engine_(engine), tokenizer_(engine.tokenizer()), boundaries_{{0, 0}} {}
 
 std::string ChatSession::spelled(int32_t prev, int32_t token) const {
   if (tokenizer_.token_type(token) == TokenType::Control) return tokenizer_.token_text(token);
@@ -18,16 +20,15 @@ std::string ChatSession::spelled(int32_t prev, int32_t token) const {
 }
 
 void ChatSession::cut_to(size_t b) {
-  session_.truncate(boundaries_[b].tokens);
+  tokens_.resize(static_cast<size_t>(boundaries_[b].tokens));
   text_.resize(boundaries_[b].bytes);
   boundaries_.resize(b + 1);
 }
 
-ChatTurnStats ChatSession::respond(std::string_view rendered, sampling::Sampler& sampler,
-                                   const GenerateOptions& options,
+ChatTurnStats ChatSession::respond(std::string_view rendered, const GenerationParams& params,
+                                   const std::atomic<bool>* cancel,
                                    const std::function<void(std::string_view)>& on_text) {
   if (rendered.empty()) throw Error("the chat template rendered an empty prompt");
-  if (boundaries_.back().tokens != session_.size()) cut_to(0);  // tokens whose text is unknown
 
   // The last boundary inside the common prefix of the held text and the new one.
   const size_t common = static_cast<size_t>(
@@ -40,8 +41,7 @@ ChatTurnStats ChatSession::respond(std::string_view rendered, sampling::Sampler&
   bool added_bos = false;
   if (boundaries_[b].bytes == rendered.size()) {
     // Nothing new to say: run the last kept segment again, for its logits.
-    const std::vector<int32_t>& held = session_.tokens();
-    prompt.assign(held.begin() + boundaries_[b - 1].tokens, held.begin() + boundaries_[b].tokens);
+    prompt.assign(tokens_.begin() + boundaries_[b - 1].tokens, tokens_.begin() + boundaries_[b].tokens);
     --b;
   } else {
     const int32_t bos = tokenizer_.bos();
@@ -49,23 +49,53 @@ ChatTurnStats ChatSession::respond(std::string_view rendered, sampling::Sampler&
     added_bos = boundaries_[b].tokens == 0 && tokenizer_.add_bos() && bos >= 0 &&
                 !(!bos_text.empty() && rendered.starts_with(bos_text));
   }
-  cut_to(b);
   const std::string_view rest = rendered.substr(boundaries_[b].bytes);
   if (prompt.empty()) prompt = tokenizer_.encode(rest, added_bos, /*parse_special=*/true);
+  const int64_t start = boundaries_[b].tokens;
+
+  // The whole conversation is the request's prompt (admission checks it
+  // against the context).
+  Request request;
+  request.prompt.ids.assign(tokens_.begin(), tokens_.begin() + start);
+  request.prompt.ids.insert(request.prompt.ids.end(), prompt.begin(), prompt.end());
+  request.params = params;
+  if (turns_ > 0) request.params.sampling.seed = kv::mix64(sampling::resolve_seed(params.sampling.seed) + static_cast<uint64_t>(turns_));
+  const int64_t hits_before = engine_.stats().prefix_hit_tokens;
+  cut_to(b);
+  const int64_t id = engine_.add_request(request);
+  ++turns_;
 
   ChatTurnStats stats;
-  const int64_t start = session_.size();
   stats.reused = start;
   stats.prefilled = static_cast<int64_t>(prompt.size());
-  int32_t prev = start > 0 ? session_.tokens().back() : -1;
-  try {
-    stats.result = generate(session_, tokenizer_, sampler, prompt, options, on_text);
-  } catch (...) {
-    session_.truncate(start);  // keep the session and its text in step
-    throw;
+  GenerateResult& result = stats.result;
+  result.n_prompt = stats.prefilled;
+  std::vector<int32_t> answer;
+  bool finished = false;
+  auto clock = std::chrono::steady_clock::now();
+  while (!finished) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) engine_.abort(id);
+    for (const RequestOutput& out : engine_.step()) {
+      if (out.request_id != id) continue;
+      for (const CompletionDelta& d : out.completions) {
+        answer.insert(answer.end(), d.token_ids.begin(), d.token_ids.end());
+        if (!d.text.empty()) on_text(d.text);
+        if (d.finish != FinishReason::None) result.stop = d.stop;
+      }
+      finished = out.finished;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - clock).count();
+    clock = now;
+    // The first step prefills (and samples the first token); each later one decodes.
+    if (answer.size() <= 1 && result.prefill_seconds == 0.0) result.prefill_seconds = dt;
+    else result.decode_seconds += dt, ++result.n_decoded;
   }
+  result.n_generated = static_cast<int64_t>(answer.size());
+  stats.computed = static_cast<int64_t>(request.prompt.ids.size()) - (engine_.stats().prefix_hit_tokens - hits_before);
 
   // Boundaries inside the prompt while its pieces spell `rest` exactly; its end in any case.
+  int32_t prev = start > 0 ? tokens_.back() : -1;
   size_t pos = 0;
   bool exact = true;
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -77,14 +107,14 @@ ChatTurnStats ChatSession::respond(std::string_view rendered, sampling::Sampler&
     }
     prev = prompt[i];
   }
+  tokens_.insert(tokens_.end(), prompt.begin(), prompt.end());
   text_.append(rest);
-  if (!exact || pos != rest.size()) boundaries_.push_back({start + static_cast<int64_t>(prompt.size()), text_.size()});
+  if (!exact || pos != rest.size()) boundaries_.push_back({size(), text_.size()});
   // Each generated token ends a known text.
-  const std::vector<int32_t>& held = session_.tokens();
-  for (int64_t i = start + static_cast<int64_t>(prompt.size()); i < session_.size(); ++i) {
-    const int32_t token = held[static_cast<size_t>(i)];
+  for (const int32_t token : answer) {
     text_ += spelled(prev, token);
-    boundaries_.push_back({i + 1, text_.size()});
+    tokens_.push_back(token);
+    boundaries_.push_back({size(), text_.size()});
     prev = token;
   }
   return stats;

@@ -1,7 +1,9 @@
-// A conversation on one Session, turn after turn. Each turn the caller renders
+// A conversation on the Engine, turn after turn. Each turn the caller renders
 // the whole conversation with the chat template; ChatSession keeps the
-// session's tokens as far as their text agrees with that rendering and
-// prefills only the rest, so a turn costs its own new tokens, not the history.
+// conversation's tokens as far as their text agrees with that rendering and
+// submits them with the new tokens as one request, whose full blocks the
+// Engine's prefix cache still holds from the turn before: a turn computes its
+// own new tokens (and the partial last block), not the history.
 //
 // The session's tokens stand for a text: prompts as rendered, answers as the
 // model spelled them (a control token such as <|im_end|> by its literal, the
@@ -25,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/session.h"
 
 namespace tokamak {
@@ -34,30 +37,36 @@ class ChatTemplate;
 namespace tokamak::engine {
 
 struct ChatTurnStats {
-  int64_t reused = 0;     // session tokens kept from earlier turns
+  int64_t reused = 0;     // conversation tokens kept from earlier turns
   int64_t prefilled = 0;  // prompt tokens added for this turn (the whole prompt = reused + prefilled)
+  int64_t computed = 0;   // prompt tokens the forward pass ran (the rest came from the prefix cache)
   GenerateResult result;  // of the answer
 };
 
 class ChatSession {
  public:
-  // Keeps references: both must outlive it. The session should be empty (a
-  // non-empty one is cut back to nothing on the first turn: its text is unknown).
-  ChatSession(Session& session, const Tokenizer& tokenizer);
+  // Keeps a reference: the engine must outlive it. Turns run one at a time
+  // (the engine may serve other requests meanwhile); prefix caching should be
+  // on, or every turn recomputes the whole conversation.
+  explicit ChatSession(Engine& engine);
 
   // `rendered` is the whole conversation as the template renders it, ending
-  // with the generation prompt. Cuts the session back to where its text and
-  // `rendered` agree, prefills the rest (tokenized with special tokens parsed;
-  // BOS first on an empty session when the vocabulary wants one and the text
-  // does not start with it), then generates the answer through on_text as
-  // engine::generate does. Throws tokamak::Error for an empty rendering or
-  // when the prompt does not fit the context; the session then holds what it
-  // held before, minus any tokens cut.
-  ChatTurnStats respond(std::string_view rendered, sampling::Sampler& sampler, const GenerateOptions& options,
-                        const std::function<void(std::string_view)>& on_text);
+  // with the generation prompt. Cuts the conversation back to where its text
+  // and `rendered` agree, adds the rest (tokenized with special tokens parsed;
+  // BOS first on an empty conversation when the vocabulary wants one and the
+  // text does not start with it), then generates the answer through on_text.
+  // `params.max_tokens` bounds the answer; `cancel`, when set by another
+  // thread, ends it (StopReason::Cancelled) with its tokens so far kept. Each
+  // turn samples with its own seed (params' seed mixed with the turn number).
+  // Throws tokamak::Error for an empty rendering or when the prompt does not
+  // fit the context; the conversation then holds what it held before, minus
+  // any tokens cut.
+  ChatTurnStats respond(std::string_view rendered, const GenerationParams& params,
+                        const std::atomic<bool>* cancel, const std::function<void(std::string_view)>& on_text);
 
-  const std::string& text() const { return text_; }  // what the session's tokens spell
-  int64_t size() const { return session_.size(); }
+  const std::string& text() const { return text_; }  // what the conversation's tokens spell
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
 
  private:
   struct Boundary {
@@ -69,8 +78,10 @@ class ChatSession {
   // Forgets tokens and text after boundary `b` (an index into boundaries_).
   void cut_to(size_t b);
 
-  Session& session_;
+  Engine& engine_;
   const Tokenizer& tokenizer_;
+  std::vector<int32_t> tokens_;  // the conversation: prompts and answers
+  int64_t turns_ = 0;
   std::string text_;
   std::vector<Boundary> boundaries_;  // increasing tokens, non-decreasing bytes; {0, 0} first
 };
