@@ -100,6 +100,23 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
   return d;
 }
 
+// Marks the engine busy for a scope; one thread drives an Engine.
+class EngineThreadGuard {
+ public:
+  EngineThreadGuard(std::atomic<bool>& busy, const char* method) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire)) {
+      throw Error(std::string("Engine::") + method +
+                  " while another call runs: an Engine is driven by one thread (queue work to it)");
+    }
+  }
+  ~EngineThreadGuard() { busy_.store(false, std::memory_order_release); }
+  EngineThreadGuard(const EngineThreadGuard&) = delete;
+  EngineThreadGuard& operator=(const EngineThreadGuard&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
 }  // namespace
 
 std::string_view stop_reason_name(StopReason r) {
@@ -176,6 +193,7 @@ std::vector<int32_t> Engine::tokenize_prompt(const Prompt& prompt) const {
 }
 
 int64_t Engine::add_request(const Request& request) {
+  const EngineThreadGuard guard(busy_, "add_request()");
   const GenerationParams& p = request.params;
   std::vector<int32_t> prompt = tokenize_prompt(request.prompt);
   const int32_t n_vocab = model_.config().n_vocab;
@@ -235,6 +253,7 @@ Engine::RequestState* Engine::find_request(int64_t id) {
 }
 
 bool Engine::abort(int64_t request_id) {
+  const EngineThreadGuard guard(busy_, "abort()");
   RequestState* r = find_request(request_id);
   if (r == nullptr) return false;
   RequestOutput out;
@@ -339,6 +358,7 @@ void Engine::sample(RequestState& r, int32_t index, std::span<const float> logit
 }
 
 std::vector<RequestOutput> Engine::step() {
+  const EngineThreadGuard guard(busy_, "step()");
   const auto start = std::chrono::steady_clock::now();
   std::vector<RequestOutput> outputs = std::move(pending_aborts_);
   pending_aborts_.clear();

@@ -15,6 +15,7 @@
 // hands requests to the engine thread through its own queue.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -132,6 +133,9 @@ class Engine {
   std::vector<RequestOutput> pending_aborts_;           // reported by the next step()
   int64_t next_request_id_ = 0;
   std::chrono::steady_clock::time_point epoch_;
+  // Set while a method that touches the scheduler or the forward pass runs:
+  // a second thread entering meanwhile gets an Error instead of a race.
+  std::atomic<bool> busy_{false};
 };
 
 }  // namespace tokamak::engine
