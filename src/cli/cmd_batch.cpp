@@ -46,14 +46,6 @@ constexpr OptionSpec kBatchOptions[] = {
     {"-i,--input", "FILE", "the requests, one JSON object per line; - = stdin"},
     {"-o,--output", "FILE", "the results, one JSON object per request line (default -: stdout)"},
 };
-constexpr OptionSpec kHelpOption[] = {{"-h,--help", "", "show this help"}};
-
-std::vector<OptionSpec> batch_options() {
-  std::vector<OptionSpec> all(std::begin(kBatchOptions), std::end(kBatchOptions));
-  all.insert(all.end(), std::begin(kEngineOptions), std::end(kEngineOptions));
-  all.insert(all.end(), std::begin(kHelpOption), std::end(kHelpOption));
-  return all;
-}
 
 // One non-blank input line and, once known, its output line.
 struct Line {
@@ -145,7 +137,7 @@ class Output {
 };
 
 int batch_main(int argc, char** argv) {
-  const std::vector<OptionSpec> options = batch_options();
+  const std::vector<OptionSpec> options = with_engine_options(kBatchOptions);
   const ParsedArgs args = ParsedArgs::parse(options, argc, argv);
   if (args.has("--help")) {
     std::string help = usage_text("batch", "-m MODEL -i requests.jsonl [-o out.jsonl] [options]", options);

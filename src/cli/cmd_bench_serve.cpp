@@ -35,14 +35,6 @@ constexpr OptionSpec kBenchServeOptions[] = {
     {"--temp", "T", "sampling temperature; 0 = greedy (default 0)"},
     {"--json", "", "print one JSON object instead of the table"},
 };
-constexpr OptionSpec kHelpOption[] = {{"-h,--help", "", "show this help"}};
-
-std::vector<OptionSpec> bench_serve_options() {
-  std::vector<OptionSpec> all(std::begin(kBenchServeOptions), std::end(kBenchServeOptions));
-  all.insert(all.end(), std::begin(kEngineOptions), std::end(kEngineOptions));
-  all.insert(all.end(), std::begin(kHelpOption), std::end(kHelpOption));
-  return all;
-}
 
 // "L" or "L:S" with 0 <= L, S <= 2^20.
 engine::LengthRange parse_length(const std::string& flag, const std::string& text) {
@@ -71,7 +63,7 @@ std::string range_text(const engine::LengthRange& r) {
 }
 
 int bench_serve_main(int argc, char** argv) {
-  const std::vector<OptionSpec> options = bench_serve_options();
+  const std::vector<OptionSpec> options = with_engine_options(kBenchServeOptions);
   const ParsedArgs args = ParsedArgs::parse(options, argc, argv);
   if (args.has("--help")) {
     std::fputs(usage_text("bench-serve",

@@ -1,11 +1,19 @@
 #include "cli/engine_options.h"
 
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
 #include "kv/kv_memory.h"
 
 namespace tokamak::cli {
+
+std::vector<OptionSpec> with_engine_options(std::span<const OptionSpec> own) {
+  std::vector<OptionSpec> all(own.begin(), own.end());
+  all.insert(all.end(), std::begin(kEngineOptions), std::end(kEngineOptions));
+  all.push_back({"-h,--help", "", "show this help"});
+  return all;
+}
 
 engine::EngineOptions engine_options_from_args(const ParsedArgs& args) {
   engine::EngineOptions o;

@@ -4,6 +4,9 @@
 // rows in its own table.
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "cli/args.h"
 #include "cli/kv_options.h"
 #include "engine/engine.h"
@@ -22,6 +25,10 @@ inline constexpr OptionSpec kEngineOptions[] = {
      "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: max-num-seqs sequences of "
      "max-model-len tokens, within half of free RAM"},
 };
+
+// The option table of a command that runs an Engine: its own rows, then
+// kEngineOptions, then -h/--help.
+std::vector<OptionSpec> with_engine_options(std::span<const OptionSpec> own);
 
 // The options the flags ask for. Throws tokamak::Error naming the flag and
 // value of a bad one (range checks that need the model are the Engine's).
