@@ -112,6 +112,32 @@ TEST(Batch, SeededSamplingMatchesRun) {
   EXPECT_EQ(out[0]["text"][0], run.out);
 }
 
+// 16 requests (greedy and seeded, two with n = 2) give the same output file
+// run one at a time, all together, and in a pool of 20 blocks with 8-token
+// steps, where prompts are chunked and sequences preempted.
+TEST(Batch, OutputIsTheSameAloneTogetherAndPreempted) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Tom went", ""};
+  std::string input;
+  for (int i = 0; i < 16; ++i) {
+    Json r = {{"prompt", prompts[i % 4]}, {"max_tokens", 20 + 7 * i}};
+    r["temperature"] = i % 3 == 0 ? 0.0 : 0.9;
+    if (i % 3 != 0) r["seed"] = i;
+    if (i % 5 == 0) r["n"] = 2;
+    input += r.dump() + "\n";
+  }
+  const auto together = batch(input, {"--max-num-seqs", "64"});
+  ASSERT_EQ(together.exit_code, 0) << together.err;
+  ASSERT_EQ(parse_lines(together.out).size(), 16u);
+  const auto alone = batch(input, {"--max-num-seqs", "1"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(alone.out, together.out);
+  const auto squeezed = batch(input, {"--max-num-seqs", "64", "--kv-memory", "200K", "--max-num-batched-tokens", "8"});
+  ASSERT_EQ(squeezed.exit_code, 0) << squeezed.err;
+  EXPECT_EQ(squeezed.out, together.out);
+  EXPECT_EQ(squeezed.err.find(", 0 preemptions"), std::string::npos) << squeezed.err;
+  EXPECT_NE(squeezed.err.find(" preemptions"), std::string::npos) << squeezed.err;
+}
+
 TEST(Batch, LogprobsListEveryTokenWithItsAlternatives) {
   const auto r = batch(R"({"prompt": "", "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2})");
   ASSERT_EQ(r.exit_code, 0) << r.err;
