@@ -86,9 +86,10 @@ struct ServeBenchResult {
   double kv_waste = 0.0;
 };
 
-// Runs the workload on `engine`, which must have no requests. Figures from
-// the engine's counters are deltas over the run (peak KV use excepted: the
-// engine keeps only its all-time peak, so use a fresh Engine).
+// Runs the workload on `engine`, which must have no requests, after one short
+// unmeasured warm-up request (the first forward pass faults the weights in).
+// Figures from the engine's counters are deltas over the run (peak KV use
+// excepted: the engine keeps only its all-time peak, so use a fresh Engine).
 ServeBenchResult run_serve_bench(Engine& engine, const ServeBenchOptions& options);
 
 }  // namespace tokamak::engine
