@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace tokamak::cli {
 namespace {
@@ -20,9 +21,18 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
+// A count of `unit`s: "45", "3.2"; empty unit: bytes, as human_bytes() has them.
+std::string amount(double x, std::string_view unit) {
+  if (unit.empty()) return human_bytes(x);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), std::floor(x) == x ? "%.0f" : "%.1f", x);
+  return buf;
+}
+
 }  // namespace
 
-std::string format_progress(std::string_view label, uint64_t done, uint64_t total, double rate) {
+std::string format_progress(std::string_view label, uint64_t done, uint64_t total, double rate, std::string_view unit) {
+  const std::string suffix = unit.empty() ? "" : " " + std::string(unit);
   constexpr int kWidth = 24;
   std::string line(label);
   if (total > 0) {
@@ -33,16 +43,17 @@ std::string format_progress(std::string_view label, uint64_t done, uint64_t tota
     line += pct;
     line.append(static_cast<size_t>(filled), '#');
     line.append(static_cast<size_t>(kWidth - filled), '.');
-    line += "]  " + human_bytes(static_cast<double>(done)) + " / " + human_bytes(static_cast<double>(total));
+    line += "]  " + amount(static_cast<double>(done), unit) + " / " + amount(static_cast<double>(total), unit) + suffix;
   } else {
-    line += "  " + human_bytes(static_cast<double>(done));
+    line += "  " + amount(static_cast<double>(done), unit) + suffix;
   }
-  if (rate >= 0.0) line += "  " + human_bytes(rate) + "/s";
+  if (rate >= 0.0) line += "  " + amount(rate, unit) + suffix + "/s";
   return line;
 }
 
-ProgressBar::ProgressBar(std::string label, std::FILE* out, std::chrono::milliseconds interval)
+ProgressBar::ProgressBar(std::string label, std::FILE* out, std::chrono::milliseconds interval, std::string unit)
     : label_(std::move(label)),
+      unit_(std::move(unit)),
       out_(out),
       terminal_(::isatty(::fileno(out)) == 1),
       interval_(interval.count() > 0 ? interval : std::chrono::milliseconds(terminal_ ? 100 : 1000)),
@@ -63,7 +74,7 @@ void ProgressBar::update(uint64_t done, uint64_t total) {
 void ProgressBar::draw(Clock::time_point now) {
   const double seconds = std::chrono::duration<double>(now - start_).count();
   const double rate = seconds > 0.05 ? static_cast<double>(done_ - std::min(done_, first_done_)) / seconds : -1.0;
-  const std::string line = format_progress(label_, done_, total_, rate);
+  const std::string line = format_progress(label_, done_, total_, rate, unit_);
   // On a terminal, pad over the tail of a longer previous line.
   if (terminal_) {
     std::fprintf(out_, "\r%-*s", 79, line.c_str());

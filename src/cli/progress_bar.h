@@ -17,13 +17,16 @@ namespace tokamak::cli {
 
 // "label  45% [#########.........]  8.6 MB / 19.1 MB  3.2 MB/s"; without a
 // total: "label  8.6 MB  3.2 MB/s". `rate` is bytes per second (< 0: unknown).
-std::string format_progress(std::string_view label, uint64_t done, uint64_t total, double rate);
+// With a `unit` the figures are counts of it: "45 / 100 requests  3.2 requests/s".
+std::string format_progress(std::string_view label, uint64_t done, uint64_t total, double rate,
+                            std::string_view unit = {});
 
 class ProgressBar {
  public:
   // interval 0 means the default: 100 ms on a terminal, 1 s elsewhere.
+  // `unit`: as for format_progress (empty: bytes).
   explicit ProgressBar(std::string label, std::FILE* out = stderr,
-                       std::chrono::milliseconds interval = std::chrono::milliseconds(0));
+                       std::chrono::milliseconds interval = std::chrono::milliseconds(0), std::string unit = {});
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
   ~ProgressBar() { finish(); }
@@ -41,6 +44,7 @@ class ProgressBar {
   void draw(Clock::time_point now);
 
   std::string label_;
+  std::string unit_;
   std::FILE* out_;
   bool terminal_;
   std::chrono::milliseconds interval_;

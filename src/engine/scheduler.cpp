@@ -125,7 +125,6 @@ void Scheduler::adopt_cached_prefix(Sequence& s) {
   if (hits.empty()) return;
   kv_.adopt(s.id, hits, static_cast<int64_t>(hits.size()) * bs);
   s.n_computed = static_cast<int64_t>(hits.size()) * bs;
-  prefix_stats_.hit_tokens += s.n_computed;
 }
 
 SeqId Scheduler::preempt_last(ScheduledStep& step) {
@@ -199,6 +198,11 @@ ScheduledStep Scheduler::schedule() {
         s.n_computed = 0;
       }
       break;
+    }
+    // Counted once admitted: a sequence that waits retries its lookup each step.
+    if (options_.enable_prefix_caching) {
+      prefix_stats_.hit_tokens += s.n_computed;
+      prefix_stats_.query_tokens += static_cast<int64_t>(s.tokens.size());
     }
     waiting_.erase(waiting_.begin());
     s.status = SeqStatus::Running;

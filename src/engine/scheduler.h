@@ -78,7 +78,8 @@ struct ScheduledStep {
 
 struct PrefixCacheStats {
   int64_t lookups = 0;      // blocks looked up
-  int64_t hit_tokens = 0;   // tokens adopted from cached blocks
+  int64_t hit_tokens = 0;   // tokens adopted from cached blocks by admitted sequences
+  int64_t query_tokens = 0; // tokens of the sequences admitted (prompts, and recomputes after preemption)
   int64_t queries = 0;      // admissions that looked up
 };
 

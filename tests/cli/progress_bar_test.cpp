@@ -30,6 +30,12 @@ TEST(ProgressBar, FormatsKnownAndUnknownTotals) {
   EXPECT_EQ(format_progress("m", 20, 10, -1.0), "m  100% [########################]  20 B / 10 B");
 }
 
+TEST(ProgressBar, FormatsCountsOfAUnit) {
+  EXPECT_EQ(format_progress("batch", 45, 100, 3.25, "requests"),
+            "batch   45% [##########..............]  45 / 100 requests  3.2 requests/s");
+  EXPECT_EQ(format_progress("batch", 7, 0, 2.0, "requests"), "batch  7 requests  2 requests/s");
+}
+
 TEST(ProgressBar, ThrottlesAndEndsWithTheFinalState) {
   std::FILE* f = std::tmpfile();  // not a terminal: full lines, no '\r'
   ASSERT_NE(f, nullptr);

@@ -1,0 +1,152 @@
+// tokamak bench-serve: a seeded synthetic serving workload through the Engine
+// (engine/bench_serve.h): throughput, TTFT and inter-token latency
+// percentiles, KV use, preemptions and prefix-cache hits, as a table or, with
+// --json, one JSON object.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/engine_options.h"
+#include "cli/model_source.h"
+#include "core/error.h"
+#include "engine/bench_serve.h"
+#include "engine/engine.h"
+
+namespace tokamak::cli {
+namespace {
+
+constexpr OptionSpec kBenchServeOptions[] = {
+    {"-m,--model", "FILE", "model file: GGUF or llama2.c .bin"},
+    {"-hf", "REPO:FILE", "a GGUF file of a Hugging Face hub repo, cached in ~/.cache/tokamak"},
+    {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin (for .bin checkpoints)"},
+    {"--requests", "N", "requests in the workload (default 64)"},
+    {"--concurrency", "C", "requests in flight at once; a new one starts when one finishes (default 16)"},
+    {"--prompt-len", "L[:S]", "prompt tokens after the shared prefix, uniform in [L-S, L+S] (default 128)"},
+    {"--output-len", "O[:S]", "output tokens, exactly (EOS ignored), uniform in [O-S, O+S] (default 128)"},
+    {"--shared-prefix", "P", "P token ids at the start of every prompt, the same for all (default 0)"},
+    {"--seed", "S", "seed of the workload: lengths, prompt tokens, sampling (default 1)"},
+    {"--temp", "T", "sampling temperature; 0 = greedy (default 0)"},
+    {"--json", "", "print one JSON object instead of the table"},
+};
+
+// "L" or "L:S" with 0 <= L, S <= 2^20.
+engine::LengthRange parse_length(const std::string& flag, const std::string& text) {
+  constexpr long kMax = 1 << 20;
+  const auto number = [&](const std::string& item) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || v < 0 || v > kMax) {
+      throw Error("option " + flag + ": '" + text + "' is not L or L:SPREAD with numbers in [0, " +
+                  std::to_string(kMax) + "]");
+    }
+    return static_cast<int32_t>(v);
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return {number(text), 0};
+  return {number(text.substr(0, colon)), number(text.substr(colon + 1))};
+}
+
+nlohmann::ordered_json percentiles_json(const engine::LatencyPercentiles& p) {
+  return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
+
+std::string range_text(const engine::LengthRange& r) {
+  return r.spread > 0 ? std::to_string(r.mean) + "±" + std::to_string(r.spread) : std::to_string(r.mean);
+}
+
+int bench_serve_main(int argc, char** argv) {
+  const std::vector<OptionSpec> options = with_engine_options(kBenchServeOptions);
+  const ParsedArgs args = ParsedArgs::parse(options, argc, argv);
+  if (args.has("--help")) {
+    std::fputs(usage_text("bench-serve",
+                          "-m MODEL [--requests N] [--concurrency C] [--prompt-len L[:S]] [--output-len O[:S]] "
+                          "[--shared-prefix P] [--seed S] [--json] [engine options]",
+                          options)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
+  engine::ServeBenchOptions bench;
+  bench.requests = static_cast<int32_t>(args.get_int("--requests", bench.requests, 1, 1 << 24));
+  bench.concurrency = static_cast<int32_t>(args.get_int("--concurrency", bench.concurrency, 1, 1 << 20));
+  if (const auto t = args.get("--prompt-len")) bench.prompt_len = parse_length("--prompt-len", *t);
+  if (const auto t = args.get("--output-len")) bench.output_len = parse_length("--output-len", *t);
+  bench.shared_prefix = static_cast<int32_t>(args.get_int("--shared-prefix", 0, 0, 1 << 20));
+  bench.seed = static_cast<uint64_t>(args.get_int("--seed", 1, 0, std::numeric_limits<int64_t>::max()));
+  bench.temperature = static_cast<float>(args.get_float("--temp", 0.0, 0.0, 100.0));
+  const engine::EngineOptions engine_options = engine_options_from_args(args);
+
+  const std::filesystem::path model_path = resolve_model_path(args);
+  const Model model = Model::load(model_path);
+  const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
+  engine::Engine engine(model, tokenizer, engine_options);
+  const engine::ServeBenchResult r = engine::run_serve_bench(engine, bench);
+
+  const engine::EngineOptions& eo = engine.options();
+  const int32_t n_blocks = engine.kv_cache().pool().n_blocks();
+  if (args.has("--json")) {
+    const nlohmann::ordered_json j = {
+        {"model", model_path.filename().string()},
+        {"requests", r.requests},
+        {"concurrency", bench.concurrency},
+        {"seed", bench.seed},
+        {"threads", eo.threads},
+        {"prompt_tokens", r.prompt_tokens},
+        {"output_tokens", r.output_tokens},
+        {"seconds", r.seconds},
+        {"output_tokens_per_s", r.output_tokens_per_s},
+        {"total_tokens_per_s", r.total_tokens_per_s},
+        {"requests_per_s", r.requests_per_s},
+        {"ttft_ms", percentiles_json(r.ttft_ms)},
+        {"itl_ms", percentiles_json(r.itl_ms)},
+        {"peak_kv_usage", r.peak_kv_usage},
+        {"kv_blocks", n_blocks},
+        {"preemptions", r.preemptions},
+        {"prefix_hit_rate", r.prefix_hit_rate},
+        {"steps", r.steps},
+        {"overhead_fraction", r.overhead_fraction},
+        {"kv_waste", r.kv_waste},
+    };
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("bench-serve: %s, %d threads; %d requests, concurrency %d, prompt %s (+%d shared), output %s tokens, "
+              "seed %llu\n",
+              model_path.filename().string().c_str(), eo.threads, r.requests, bench.concurrency,
+              range_text(bench.prompt_len).c_str(), bench.shared_prefix, range_text(bench.output_len).c_str(),
+              static_cast<unsigned long long>(bench.seed));
+  std::printf("engine: max_model_len %d, max_num_seqs %d, max_num_batched_tokens %d, prefix caching %s, %d KV blocks "
+              "of %d tokens\n\n",
+              eo.max_model_len, eo.max_num_seqs, eo.max_num_batched_tokens, eo.enable_prefix_caching ? "on" : "off",
+              n_blocks, eo.kv_format.block_size);
+  std::printf("%-26s %.2f s (%lld steps)\n", "duration", r.seconds, static_cast<long long>(r.steps));
+  std::printf("%-26s %lld prompt, %lld output\n", "tokens", static_cast<long long>(r.prompt_tokens),
+              static_cast<long long>(r.output_tokens));
+  std::printf("%-26s %.2f\n", "requests/s", r.requests_per_s);
+  std::printf("%-26s %.1f\n", "output tokens/s", r.output_tokens_per_s);
+  std::printf("%-26s %.1f\n", "total tokens/s", r.total_tokens_per_s);
+  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "TTFT ms", r.ttft_ms.p50, r.ttft_ms.p90, r.ttft_ms.p99);
+  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "inter-token latency ms", r.itl_ms.p50, r.itl_ms.p90,
+              r.itl_ms.p99);
+  std::printf("%-26s %.1f%%\n", "peak KV use", 100.0 * r.peak_kv_usage);
+  std::printf("%-26s %lld\n", "preemptions", static_cast<long long>(r.preemptions));
+  std::printf("%-26s %.1f%%\n", "prefix-cache hit rate", 100.0 * r.prefix_hit_rate);
+  std::printf("%-26s %.2f%% of step time\n", "outside the forward pass", 100.0 * r.overhead_fraction);
+  std::printf("%-26s %.2f%% of held slots\n", "KV waste", 100.0 * r.kv_waste);
+  return 0;
+}
+
+}  // namespace
+
+int bench_serve_command(int argc, char** argv) { return bench_serve_main(argc, argv); }
+
+}  // namespace tokamak::cli
