@@ -189,15 +189,7 @@ int batch_main(int argc, char** argv) {
         const auto it = line_of.find(o.request_id);
         if (it == line_of.end()) continue;
         Line& line = lines[it->second];
-        engine::RequestResult& r = line.result;
-        r.prompt_tokens = o.prompt_tokens;
-        for (const engine::CompletionDelta& d : o.completions) {
-          engine::CompletionResult& c = r.completions[static_cast<size_t>(d.index)];
-          c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-          c.text += d.text;
-          c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-          if (d.finish != engine::FinishReason::None) c.finish = d.finish;
-        }
+        engine::accumulate(line.result, o);
         if (o.finished) {
           const auto prev = last_token.find(o.request_id);
           line.output = result_json(tokenizer, line, prev == last_token.end() ? -1 : prev->second);

@@ -414,6 +414,20 @@ std::vector<RequestOutput> Engine::step() {
   return outputs;
 }
 
+void accumulate(RequestResult& result, const RequestOutput& output) {
+  result.prompt_tokens = output.prompt_tokens;
+  for (const CompletionDelta& d : output.completions) {
+    CompletionResult& c = result.completions.at(static_cast<size_t>(d.index));
+    c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+    c.text += d.text;
+    c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+    if (d.finish != FinishReason::None) {
+      c.finish = d.finish;
+      c.stop = d.stop;
+    }
+  }
+}
+
 std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests) {
   std::unordered_map<int64_t, size_t> slot;  // request id -> index in results
   std::vector<RequestResult> results(requests.size());
@@ -428,18 +442,7 @@ std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests
     for (const RequestOutput& o : step()) {
       const auto it = slot.find(o.request_id);
       if (it == slot.end()) continue;
-      RequestResult& res = results[it->second];
-      res.prompt_tokens = o.prompt_tokens;
-      for (const CompletionDelta& d : o.completions) {
-        CompletionResult& c = res.completions[static_cast<size_t>(d.index)];
-        c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
-        c.text += d.text;
-        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        if (d.finish != FinishReason::None) {
-          c.finish = d.finish;
-          c.stop = d.stop;
-        }
-      }
+      accumulate(results[it->second], o);
       if (o.finished) --left;
     }
   }

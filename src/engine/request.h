@@ -102,4 +102,7 @@ struct RequestResult {
   std::vector<CompletionResult> completions;  // n of them, by index
 };
 
+// Adds one step's output to a result whose completions are sized n already.
+void accumulate(RequestResult& result, const RequestOutput& output);
+
 }  // namespace tokamak::engine
