@@ -47,6 +47,13 @@ fs::path noticed_model(const std::string& line) {
 std::string greedy_200() { return testing::read_text_file(test_data("models/stories260K/expected_greedy_t0_n200.txt")); }
 std::string stories_bytes() { return testing::read_text_file(test_data("models/stories260K/stories260K.gguf")); }
 
+// The hub's layout with stories260K standing in for the default stories15M-q4_0.
+void serve_default_model(const TempDir& served) {
+  const fs::path file = served.path() / "ggml-org/models/resolve/main/tinyllamas/stories15M-q4_0.gguf";
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::binary) << stories_bytes();
+}
+
 std::vector<std::string> env_for(const TempDir& cache, const std::string& endpoint, const std::string& offline) {
   return {"XDG_CACHE_HOME=" + cache.path().string(), "HF_ENDPOINT=" + endpoint, "HF_HUB_OFFLINE=" + offline,
           "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"};
@@ -88,9 +95,7 @@ TEST(DefaultModel, RefusedDownloadFallsBackToTheEmbeddedModel) {
 TEST(DefaultModel, OfflineMakesNoRequestAndFallsBack) {
   // The hub has the file: only HF_HUB_OFFLINE keeps it from being fetched.
   TempDir served, cache;
-  const fs::path served_file = served.path() / "ggml-org/models/resolve/main/tinyllamas/stories15M-q4_0.gguf";
-  fs::create_directories(served_file.parent_path());
-  std::ofstream(served_file, std::ios::binary) << stories_bytes();
+  serve_default_model(served);
   LoopbackHub hub(served.path());
   for (const char* offline : {"1", "true", "YES", "On"}) {
     const auto r = run_command(run_argv(), env_for(cache, hub.endpoint(), offline));
@@ -103,12 +108,10 @@ TEST(DefaultModel, OfflineMakesNoRequestAndFallsBack) {
 }
 
 TEST(DefaultModel, DownloadedOnceThenUsedFromTheCacheWithoutNotice) {
-  // A stand-in for stories15M-q4_0 (the same bytes as the embedded model: the
-  // missing notice and the cache file tell which one ran).
+  // The stand-in has the embedded model's bytes: the missing notice and the
+  // cache file tell which one ran.
   TempDir served, cache;
-  const fs::path served_file = served.path() / "ggml-org/models/resolve/main/tinyllamas/stories15M-q4_0.gguf";
-  fs::create_directories(served_file.parent_path());
-  std::ofstream(served_file, std::ios::binary) << stories_bytes();
+  serve_default_model(served);
   LoopbackHub hub(served.path());
   const auto first = run_command(run_argv(), env_for(cache, hub.endpoint(), "0"));
   ASSERT_EQ(first.exit_code, 0) << first.err;
