@@ -1,8 +1,11 @@
 #include "cli/model_source.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cli/args.h"
+#include "cli/embedded_model.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "io/gguf.h"
@@ -10,6 +13,35 @@
 #include "io/llama2c.h"
 
 namespace tokamak::cli {
+
+namespace {
+
+std::filesystem::path fetch_with_progress(const io::HubFile& file, const io::HubOptions& options) {
+  ProgressBar bar(file.file);
+  std::filesystem::path path = io::hub_fetch(file, options, bar.callback());
+  bar.finish();
+  return path;
+}
+
+// Without -m/-hf: the default hub model when cached or downloadable, else the
+// embedded toy model with one line on stderr that says why and what to do.
+std::filesystem::path default_model_path(io::HubOptions options) {
+  const io::HubFile file = io::default_hub_file();
+  // A machine without a network should reach the fallback within seconds.
+  options.limits.connect_timeout_s = std::min(options.limits.connect_timeout_s, kDefaultConnectTimeoutS);
+  try {
+    return fetch_with_progress(file, options);
+  } catch (const Error& e) {
+    const std::filesystem::path embedded = embedded_model_path();
+    std::fprintf(stderr,
+                 "tokamak: running the embedded toy model %s (260K parameters): the default model %s:%s is not "
+                 "cached and was not downloaded (%s). For a real model pass -m FILE.gguf or -hf REPO:FILE\n",
+                 embedded.c_str(), file.repo.c_str(), file.file.c_str(), e.what());
+    return embedded;
+  }
+}
+
+}  // namespace
 
 std::filesystem::path resolve_model_path(const ParsedArgs& args) {
   if (std::optional<std::string> m = args.get("--model")) {
@@ -20,15 +52,9 @@ std::filesystem::path resolve_model_path(const ParsedArgs& args) {
     if (args.has("-hf")) throw UsageError("pass either -m or -hf, not both");
     return *m;
   }
-  io::HubFile file{std::string(io::kDefaultHubRepo), std::string(io::kDefaultHubFile)};
-  if (std::optional<std::string> spec = args.get("-hf")) file = io::parse_hf_spec(*spec);
   const io::HubOptions options = io::hub_options_from_env([](const char* name) { return std::getenv(name); });
-  const std::filesystem::path cached = io::hub_cache_path(options, file);
-  if (std::filesystem::exists(cached)) return cached;
-  ProgressBar bar(file.file);
-  std::filesystem::path path = io::hub_fetch(file, options, bar.callback());
-  bar.finish();
-  return path;
+  if (std::optional<std::string> spec = args.get("-hf")) return fetch_with_progress(io::parse_hf_spec(*spec), options);
+  return default_model_path(options);
 }
 
 Tokenizer load_tokenizer(const Model& model, const std::filesystem::path& model_path,

@@ -13,8 +13,14 @@ namespace tokamak::cli {
 
 class ParsedArgs;
 
+// The connect timeout of the default model's download (seconds).
+inline constexpr long kDefaultConnectTimeoutS = 10;
+
 // -m, else -hf, else the default model; hub files are fetched into the cache
-// (progress bar on stderr). Reads HF_ENDPOINT, XDG_CACHE_HOME and HOME.
+// (progress bar on stderr). The default model is the hub's stories15M-q4_0
+// when cached or downloadable (connect timeout kDefaultConnectTimeoutS), else
+// the embedded one (embedded_model.h), with one line on stderr saying so.
+// Reads HF_ENDPOINT, HF_HUB_OFFLINE, XDG_CACHE_HOME and HOME.
 std::filesystem::path resolve_model_path(const ParsedArgs& args);
 
 // GGUF: the file's own vocabulary (an error when its size is not the model's

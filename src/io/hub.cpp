@@ -1,6 +1,7 @@
 // Hub names, options and cache paths; the transfer itself is in hub_download.cpp.
 #include "io/hub.h"
 
+#include <cctype>
 #include <string>
 #include <system_error>
 
@@ -116,6 +117,9 @@ HubOptions hub_options_from_env(const std::function<const char*(const char*)>& g
     while (endpoint.ends_with('/')) endpoint.pop_back();
     o.endpoint = std::move(endpoint);
   }
+  std::string offline = get("HF_HUB_OFFLINE");
+  for (char& c : offline) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  o.offline = offline == "1" || offline == "ON" || offline == "YES" || offline == "TRUE";
   return o;
 }
 
@@ -137,6 +141,11 @@ fs::path hub_fetch(const HubFile& f, const HubOptions& options, const DownloadPr
   const fs::path dest = hub_cache_path(options, f);
   std::error_code ec;
   if (fs::is_regular_file(dest, ec)) return dest;
+  if (options.offline) {
+    throw Error(f.repo + ":" + f.file + " is not in the model cache (" + dest.string() +
+                ") and offline mode (HF_HUB_OFFLINE) allows no download; unset HF_HUB_OFFLINE, or pass a local model "
+                "file with -m PATH");
+  }
   fs::create_directories(dest.parent_path(), ec);
   if (ec) throw Error("cannot create the model cache folder " + dest.parent_path().string() + ": " + ec.message());
   download_file(hub_url(options, f), dest, options.limits, progress);

@@ -59,6 +59,8 @@ struct HubOptions {
   std::filesystem::path cache_dir;                          // required
   std::string endpoint = std::string(kDefaultHubEndpoint);  // scheme://host[:port][/prefix]
   DownloadLimits limits;
+  // Only the cache: hub_fetch of a file not in it throws without connecting.
+  bool offline = false;
 };
 
 // The defaults the command line uses, from an environment accessor (pass
@@ -67,6 +69,8 @@ struct HubOptions {
 //               else $HOME/.cache/tokamak  (tokamak::Error when neither is usable)
 //   endpoint  = $HF_ENDPOINT when set and non-empty (a trailing '/' dropped),
 //               else kDefaultHubEndpoint
+//   offline   = $HF_HUB_OFFLINE is 1, ON, YES or TRUE in any case (the values
+//               the Hugging Face tools take as true)
 HubOptions hub_options_from_env(const std::function<const char*(const char*)>& getenv);
 
 // <endpoint>/<repo>/resolve/main/<file>, the file's parts percent-encoded.
@@ -83,7 +87,8 @@ using DownloadProgress = std::function<void(uint64_t done, uint64_t total)>;
 // Returns the cached path of `f`, downloading it first when it is not in the
 // cache. Throws tokamak::Error: a failed transfer names the URL, the curl
 // reason and suggests `-m PATH`; an HTTP error names the URL and the status;
-// a disk error names the path.
+// a disk error names the path; with `options.offline`, a file not in the cache
+// is an error that names it and the cache path.
 std::filesystem::path hub_fetch(const HubFile& f, const HubOptions& options,
                                 const DownloadProgress& progress = {});
 

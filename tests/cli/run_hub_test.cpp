@@ -18,8 +18,8 @@ TEST(RunFromHub, DownloadsOnceIntoTheCacheThenRunsOffline) {
   const auto served_path = served.path() / "ggml-org/models/resolve/main/tinyllamas/stories260K.gguf";
   std::filesystem::create_directories(served_path.parent_path());
   std::ofstream(served_path, std::ios::binary).write(model.data(), static_cast<std::streamsize>(model.size()));
-  const std::vector<std::string> env = {"XDG_CACHE_HOME=" + cache.path().string(), "NO_PROXY=127.0.0.1",
-                                        "no_proxy=127.0.0.1"};
+  const std::vector<std::string> env = {"XDG_CACHE_HOME=" + cache.path().string(), "HF_HUB_OFFLINE=",
+                                        "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"};
   const std::vector<std::string> argv = {tokamak_bin(), "run", "-hf", "ggml-org/models:tinyllamas/stories260K.gguf",
                                          "-n", "200", "--temp", "0"};
   const std::string expected = testing::read_text_file(test_data("models/stories260K/expected_greedy_t0_n200.txt"));
@@ -38,15 +38,19 @@ TEST(RunFromHub, DownloadsOnceIntoTheCacheThenRunsOffline) {
   EXPECT_EQ(again.out, expected);
 }
 
-TEST(RunFromHub, OfflineSaysSoAndSuggestsDashM) {
+// An explicit -hf never falls back to the embedded model (default_model_test.cpp).
+TEST(RunFromHub, UnreachableHubSaysSoAndSuggestsDashM) {
   testing::TempDir cache;
   testing::RefusingPort refusing;
-  const auto r = run_command({tokamak_bin(), "run", "-n", "1"},
+  const auto r = run_command({tokamak_bin(), "run", "-hf", "ggml-org/models:tinyllamas/stories260K.gguf", "-n", "1"},
                              {"XDG_CACHE_HOME=" + cache.path().string(), "HF_ENDPOINT=" + refusing.endpoint(),
-                              "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"});
+                              "HF_HUB_OFFLINE=", "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("stories15M-q4_0.gguf"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("-m"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("download of " + refusing.endpoint() + "/ggml-org/models/resolve/main/tinyllamas/stories260K.gguf"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("-m PATH"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("embedded"), std::string::npos) << r.err;
 }
 
 }  // namespace

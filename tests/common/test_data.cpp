@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 extern char** environ;
 
@@ -66,8 +67,21 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
   for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
     posix_spawn_file_actions_addclose(&actions, fd);
   }
+  // The given entries replace inherited ones of the same name: getenv() would
+  // find the inherited one first.
+  const auto overridden = [&env](std::string_view entry) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) return false;
+    const std::string_view name = entry.substr(0, eq + 1);  // "NAME="
+    for (const std::string& e : env) {
+      if (e.starts_with(name)) return true;
+    }
+    return false;
+  };
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) env_strings.emplace_back(*e);
+  }
   for (const std::string& e : env) env_strings.push_back(e);
   std::vector<char*> envp, args;
   for (std::string& e : env_strings) envp.push_back(e.data());

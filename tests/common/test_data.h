@@ -37,7 +37,8 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
-// Runs argv (no shell) with optional extra environment "K=V" entries and stdin text.
+// Runs argv (no shell) with optional extra environment "K=V" entries (they replace
+// inherited ones of the same name) and stdin text.
 CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                           const std::string& stdin_text = "");
 

@@ -290,6 +290,20 @@ TEST_F(HubTest, StalledServerTimesOut) {
   EXPECT_NE(msg.find("-m PATH"), std::string::npos) << msg;
 }
 
+TEST_F(HubTest, OfflineServesTheCacheAndRefusesTheRest) {
+  options_.offline = true;
+  const std::string msg = message_of_fetch();
+  EXPECT_NE(msg.find("test-org/tiny-models:sub/model.gguf is not in the model cache (" + dest().string() + ")"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("HF_HUB_OFFLINE"), std::string::npos) << msg;
+  EXPECT_TRUE(server_->requests().empty());
+  EXPECT_FALSE(fs::exists(part()));
+  write_file(dest(), "cached bytes");
+  EXPECT_EQ(read_file(hub_fetch(file_, options_)), "cached bytes");
+  EXPECT_TRUE(server_->requests().empty());
+}
+
 TEST_F(HubTest, SecondDownloaderOfTheSameFileIsRefused) {
   fs::create_directories(part().parent_path());
   const int fd = ::open(part().c_str(), O_WRONLY | O_CREAT, 0644);
@@ -385,6 +399,16 @@ TEST(HubEnv, CacheFolderAndEndpoint) {
   o = hub_options_from_env(fake_env({{"HOME", "/home/u"}, {"HF_ENDPOINT", ""}}));
   EXPECT_EQ(o.endpoint, "https://huggingface.co");
   EXPECT_THROW(hub_options_from_env(fake_env({{"HOME", "/home/u"}, {"HF_ENDPOINT", "ftp://x"}})), Error);
+}
+
+TEST(HubEnv, OfflineTakesTheHuggingFaceTrueValues) {
+  EXPECT_FALSE(hub_options_from_env(fake_env({{"HOME", "/home/u"}})).offline);
+  for (const char* v : {"1", "ON", "on", "YES", "Yes", "TRUE", "true"}) {
+    EXPECT_TRUE(hub_options_from_env(fake_env({{"HOME", "/home/u"}, {"HF_HUB_OFFLINE", v}})).offline) << v;
+  }
+  for (const char* v : {"", "0", "off", "no", "false", "2", "1 "}) {
+    EXPECT_FALSE(hub_options_from_env(fake_env({{"HOME", "/home/u"}, {"HF_HUB_OFFLINE", v}})).offline) << v;
+  }
 }
 
 TEST(HubEnv, NoHomeIsAnError) {
