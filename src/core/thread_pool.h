@@ -31,9 +31,10 @@ class ThreadPool {
   // Calls fn(begin, end, index) on disjoint ranges covering [0, n); index in
   // [0, size()) names the range (ranges depend only on n, grain and size(),
   // never on timing). Two calls running at the same time never share an
-  // index, so scratch indexed by it is private to the call. Each range gets
-  // at least `grain` items: a job too small to pay for a second thread's
-  // wake-up runs on the caller alone.
+  // index, so scratch indexed by it is private to the call. A job is cut into
+  // at most ceil(n / grain) equal ranges (the last may be shorter), so each
+  // other range holds more than grain / 2 items; a job of n <= grain, too
+  // small to pay for a second thread's wake-up, runs on the caller alone.
   template <typename Fn>
   void parallel_for(int64_t n, Fn&& fn, int64_t grain = 1) {
     if (n <= 0) return;

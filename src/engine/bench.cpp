@@ -18,10 +18,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void add_range(std::vector<std::span<const std::byte>>& out, const TensorView& t) {
-  if (t.data != nullptr && t.n_bytes() > 0) out.emplace_back(t.data, t.n_bytes());
-}
-
 }  // namespace
 
 TimingStats stats_of(std::vector<double> s) {
@@ -33,16 +29,30 @@ TimingStats stats_of(std::vector<double> s) {
 }
 
 std::vector<std::span<const std::byte>> weight_ranges(const Model& model) {
-  const ModelWeights& w = model.weights();
   std::vector<std::span<const std::byte>> out;
-  for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
-      add_range(out, *t);
-    }
-  }
-  add_range(out, w.output_norm);
-  add_range(out, w.output);
+  for (const TensorView* t : model.pass_tensors()) out.emplace_back(t->data, t->n_bytes());
   return out;
+}
+
+double roofline_tokens_per_s(double bytes_per_s, size_t weight_bytes, double tokens_per_pass) {
+  return tokens_per_pass * bytes_per_s / static_cast<double>(weight_bytes);
+}
+
+void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass) {
+  if (reps.empty()) throw Error("bench: no repetitions to summarize");
+  std::vector<double> seconds, tps, gbs, fraction;
+  for (const Repetition& rep : reps) {
+    seconds.push_back(rep.seconds);
+    tps.push_back(n_tokens / rep.seconds);
+    gbs.push_back(rep.bytes_per_s / 1e9);
+    fraction.push_back(tps.back() / roofline_tokens_per_s(rep.bytes_per_s, r.weight_bytes, tokens_per_pass));
+  }
+  r.seconds = stats_of(seconds);
+  r.tokens_per_s = stats_of(tps);
+  r.bandwidth_gbs = stats_of(gbs).median;
+  // Linear in the bandwidth, so this is the roofline of the median repetition's.
+  r.roofline_tokens_per_s = roofline_tokens_per_s(r.bandwidth_gbs * 1e9, r.weight_bytes, tokens_per_pass);
+  r.roofline_fraction = stats_of(fraction).median;
 }
 
 double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int64_t n_logits) {
@@ -155,22 +165,13 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     run();  // warm-up: first-touch of buffers and pages
     // The bandwidth is measured right before each repetition, so that each
     // speed meets the bandwidth of its own moment on a shared machine.
-    // A pass reads the weights once: one token of decode, n of prefill.
-    const double tokens_per_pass = prefill ? n : 1;
-    auto roofline = [&](double bytes_per_s) { return tokens_per_pass * bytes_per_s / static_cast<double>(bytes); };
-    std::vector<double> seconds, tps, gbs, fraction;
+    std::vector<Repetition> reps;
     for (int i = 0; i < o.repetitions; ++i) {
       const double bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes).bytes_per_s;
-      seconds.push_back(run());
-      tps.push_back(n / seconds.back());
-      gbs.push_back(bw / 1e9);
-      fraction.push_back(tps.back() / roofline(bw));
+      reps.push_back({run(), bw});
     }
-    r.seconds = stats_of(seconds);
-    r.tokens_per_s = stats_of(tps);
-    r.bandwidth_gbs = stats_of(gbs).median;
-    r.roofline_tokens_per_s = roofline(r.bandwidth_gbs * 1e9);  // linear, so the median repetition's
-    r.roofline_fraction = stats_of(fraction).median;
+    // A pass reads the weights once: one token of decode, n of prefill.
+    summarize(r, reps, n, prefill ? n : 1);
     const double flops = prefill ? forward_flops(model.config(), n, 0, 1)
                                  : [&] {
                                      double f = 0.0;

@@ -31,8 +31,8 @@ struct TimingStats {
 // Of a non-empty sample; the median of an even count is the mean of the middle two.
 TimingStats stats_of(std::vector<double> samples);
 
-// The byte ranges one decode step reads: every layer weight, output_norm and
-// output (not token_embd, of which a step reads one row), in the file mapping.
+// The byte ranges one decode step reads, in the file mapping: those of
+// Model::pass_tensors(), which add up to Model::weight_bytes().
 std::vector<std::span<const std::byte>> weight_ranges(const Model& model);
 
 // Floating-point operations of a forward pass of n_tokens after n_past cached
@@ -92,6 +92,19 @@ struct BenchResult {
   double roofline_tokens_per_s = 0.0;  // see the top of this file; median over the repetitions
   double roofline_fraction = 0.0;      // median over the repetitions of (their speed / their roofline)
 };
+
+// Tokens/s if a pass did nothing but read weight_bytes at bytes_per_s, with
+// tokens_per_pass tokens sharing each read (a prefill's n; 1 for decode).
+double roofline_tokens_per_s(double bytes_per_s, size_t weight_bytes, double tokens_per_pass);
+
+// One measured run of a test: its wall time and the read bandwidth measured right before it.
+struct Repetition {
+  double seconds = 0.0;
+  double bytes_per_s = 0.0;
+};
+// Fills r's timings, bandwidth, roofline and roofline fraction from the
+// repetitions of a test of n_tokens tokens, against r.weight_bytes.
+void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass);
 
 // Runs one unmeasured warm-up and `repetitions` measured runs of each test,
 // measuring the bandwidth right before each run: on a shared machine the

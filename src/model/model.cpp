@@ -157,14 +157,27 @@ Model Model::from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> ck) {
   return m;
 }
 
-size_t Model::weight_bytes() const {
-  size_t total = weights_.output_norm.n_bytes() + weights_.output.n_bytes();
+std::vector<const TensorView*> Model::pass_tensors() const {
+  std::vector<const TensorView*> out;
+  auto add = [&](const TensorView& t) {
+    if (t.data != nullptr) out.push_back(&t);  // absent optional tensors (biases, rope_freqs) have no data
+  };
   for (const LayerWeights& l : weights_.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
-      total += t->n_bytes();
+    for (const TensorView* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.ffn_norm, &l.ffn_gate,
+                                &l.ffn_up, &l.ffn_down}) {
+      add(*t);
     }
   }
-  return total;  // the embedding is read one row per token, so it is left out
+  add(weights_.output_norm);
+  add(weights_.output);
+  add(weights_.rope_freqs);
+  return out;
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  for (const TensorView* t : pass_tensors()) total += t->n_bytes();
+  return total;
 }
 
 }  // namespace tokamak

@@ -58,7 +58,11 @@ class Model {
   ModelFormat format() const { return format_; }
   // The GGUF file the model came from (its tokenizer lives there); null for llama2.c.
   const std::shared_ptr<const io::GgufFile>& gguf() const { return gguf_; }
-  // Total bytes of weights read per token (for bandwidth figures).
+  // The tensors a forward pass reads whole, once per pass: every layer tensor
+  // (biases included), output_norm, output and rope_freqs. Not token_embd, of
+  // which a pass reads one row per token (unless it is also the output).
+  std::vector<const TensorView*> pass_tensors() const;
+  // Their total bytes: what a decode step reads (for bandwidth figures).
   size_t weight_bytes() const;
 
  private:

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 
 #include "core/dtype.h"
 #include "core/half.h"
@@ -39,6 +40,32 @@ TEST(Half, RoundsHalfwayToEven) {
     ASSERT_EQ(fp32_to_fp16(std::nextafter(mid, 1e9f)), h + 1) << h;
   }
 }
+
+// The compiler's IEEE binary16 (_Float16, where the target has one) is a
+// reference independent of core/half: every half widens to the same float,
+// and floats over the whole half range and beyond (subnormals, ties,
+// overflow) narrow to the same half.
+#if defined(__FLT16_MAX__)
+TEST(Half, AgreesWithTheCompilersFloat16) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float want = static_cast<float>(std::bit_cast<_Float16>(static_cast<uint16_t>(h)));
+    const float got = fp16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << "half 0x" << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "half 0x" << std::hex << h;
+  }
+  std::mt19937 rng(1);
+  for (int i = 0; i < 1000000; ++i) {
+    // Biased exponents 100..143: below the smallest subnormal half up to past its maximum.
+    const uint32_t exponent = 100 + rng() % 44;
+    const uint32_t bits = (rng() & 0x80000000u) | exponent << 23 | (rng() & 0x7fffffu);
+    const float f = std::bit_cast<float>(bits);
+    ASSERT_EQ(fp32_to_fp16(f), std::bit_cast<uint16_t>(static_cast<_Float16>(f))) << "float 0x" << std::hex << bits;
+  }
+}
+#endif
 
 TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);

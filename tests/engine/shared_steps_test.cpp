@@ -3,9 +3,13 @@
 // its own KV sequence, and the forward pass gives its rows the same logits in
 // any batch. The "alone" run is the real generate() loop on a Session; the
 // shared run puts several requests into the same batches by hand, joining and
-// leaving at different steps, prefill chunks beside decode tokens.
+// leaving at different steps. A prompt enters whole, or split into chunks over
+// several steps beside other requests' decode tokens; the split run's logits
+// are bitwise those of the unsplit one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +30,7 @@ struct Request {
   sampling::SamplingParams params;
   int32_t n_predict;
   int join_step;  // the shared step at which its prompt enters the batch
+  int prefill_chunk = 0;  // prompt tokens per step; 0: the whole prompt in one step
 };
 
 sampling::SamplingParams sampled(uint64_t seed, float temperature) {
@@ -71,8 +76,14 @@ class SharedSteps : public ::testing::Test {
     return {session.tokens().begin() + static_cast<std::ptrdiff_t>(prompt.size()), session.tokens().end()};
   }
 
-  // All requests in shared batches; each one's generated tokens.
-  std::vector<std::vector<int32_t>> shared(const std::vector<Request>& rs) const {
+  struct SharedRun {
+    std::vector<std::vector<int32_t>> generated;  // per request
+    std::vector<std::vector<float>> logits;       // per request: the rows it sampled from, in order
+    int mixed_steps = 0;  // steps holding a chunk that leaves a prompt unfinished beside a decode token
+  };
+
+  // All requests in shared batches.
+  SharedRun shared(const std::vector<Request>& rs) const {
     ThreadPool pool(2);
     kv::KvCache kv(kv_layout_for(model_.config(), kv::KvFormat{}), 64);
     Forward forward(model_, pool);
@@ -90,35 +101,46 @@ class SharedSteps : public ::testing::Test {
       st[i].n_prompt = st[i].tokens.size();
       for (int32_t t : st[i].tokens) st[i].sampler->accept(t);
     }
+    SharedRun run;
+    run.logits.resize(rs.size());
     Batch batch;
     for (int step = 0;; ++step) {
       batch.clear();
       std::vector<size_t> in_batch;  // requests with a logits row, in batch order
+      bool partial_prompt = false, decode = false;
       for (size_t i = 0; i < rs.size(); ++i) {
         State& s = st[i];
         if (s.done || step < rs[i].join_step) continue;
-        for (size_t p = s.n_cached; p < s.tokens.size(); ++p) {
+        const size_t chunk = rs[i].prefill_chunk > 0 ? static_cast<size_t>(rs[i].prefill_chunk) : s.tokens.size();
+        const size_t end = std::min(s.tokens.size(), s.n_cached + chunk);
+        decode = decode || s.n_cached >= s.n_prompt;
+        partial_prompt = partial_prompt || end < s.tokens.size();
+        for (size_t p = s.n_cached; p < end; ++p) {
           batch.add(s.tokens[p], static_cast<int32_t>(p), static_cast<int32_t>(i), p + 1 == s.tokens.size());
         }
-        s.n_cached = s.tokens.size();
-        in_batch.push_back(i);
+        s.n_cached = end;
+        if (end == s.tokens.size()) in_batch.push_back(i);
       }
-      if (in_batch.empty()) break;
+      if (batch.size() == 0) break;
+      if (partial_prompt && decode) ++run.mixed_steps;
       const std::span<const float> logits = forward.run(batch, kv);
       const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
       EXPECT_EQ(logits.size(), in_batch.size() * n_vocab);
       for (size_t row = 0; row < in_batch.size(); ++row) {
         State& s = st[in_batch[row]];
-        const int32_t token = s.sampler->sample(logits.subspan(row * n_vocab, n_vocab));
+        const std::span<const float> r = logits.subspan(row * n_vocab, n_vocab);
+        run.logits[in_batch[row]].insert(run.logits[in_batch[row]].end(), r.begin(), r.end());
+        const int32_t token = s.sampler->sample(r);
         s.tokens.push_back(token);
         const size_t n_generated = s.tokens.size() - s.n_prompt;
         s.done = tokenizer_.is_end_of_generation(token) ||
                  n_generated >= static_cast<size_t>(rs[in_batch[row]].n_predict);
       }
     }
-    std::vector<std::vector<int32_t>> out;
-    for (const State& s : st) out.emplace_back(s.tokens.begin() + static_cast<std::ptrdiff_t>(s.n_prompt), s.tokens.end());
-    return out;
+    for (const State& s : st) {
+      run.generated.emplace_back(s.tokens.begin() + static_cast<std::ptrdiff_t>(s.n_prompt), s.tokens.end());
+    }
+    return run;
   }
 
   Model model_;
@@ -127,7 +149,7 @@ class SharedSteps : public ::testing::Test {
 
 TEST_F(SharedSteps, EachStreamIsTheSameAsAlone) {
   const std::vector<Request> rs = requests();
-  const auto together = shared(rs);
+  const std::vector<std::vector<int32_t>> together = shared(rs).generated;
   ASSERT_EQ(together.size(), rs.size());
   for (size_t i = 0; i < rs.size(); ++i) {
     const std::vector<int32_t> expected = alone(rs[i]);
@@ -138,13 +160,37 @@ TEST_F(SharedSteps, EachStreamIsTheSameAsAlone) {
   EXPECT_NE(together[0], together[3]);
 }
 
+// Prompts split into chunks of 1, 2 and 3 tokens, entering over several steps
+// while other requests decode: every logits row a request samples from is
+// bitwise the row of the run where each prompt entered whole.
+TEST_F(SharedSteps, SplitPromptsBesideDecodesGiveBitwiseTheSameLogits) {
+  std::vector<Request> rs = requests();
+  rs.push_back({"Once upon a time, in a small town, there lived a boy named Tom who loved trains", sampled(11, 0.8f),
+                24, 3});
+  const SharedRun whole = shared(rs);
+  EXPECT_EQ(whole.mixed_steps, 0);
+  rs[0].prefill_chunk = 1;
+  rs[1].prefill_chunk = 2;  // joins at step 5, beside decoding requests
+  rs[3].prefill_chunk = 3;
+  rs[4].prefill_chunk = 3;
+  const SharedRun split = shared(rs);
+  EXPECT_GE(split.mixed_steps, 5);  // the split really happened beside decodes
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(split.generated[i], whole.generated[i]) << "request " << i;
+    ASSERT_EQ(split.logits[i].size(), whole.logits[i].size()) << "request " << i;
+    EXPECT_GE(split.logits[i].size(), 10u * static_cast<size_t>(model_.config().n_vocab)) << "request " << i;
+    EXPECT_EQ(std::memcmp(split.logits[i].data(), whole.logits[i].data(), split.logits[i].size() * sizeof(float)), 0)
+        << "request " << i << " (" << rs[i].prompt << ")";
+  }
+}
+
 TEST_F(SharedSteps, ReorderedRequestsKeepTheirStreams) {
   std::vector<Request> rs = requests();
-  const auto forward_order = shared(rs);
+  const auto forward_order = shared(rs).generated;
   std::swap(rs[0], rs[3]);
   std::swap(rs[1], rs[2]);
   rs[0].join_step = 1;  // different company at every step
-  const auto reordered = shared(rs);
+  const auto reordered = shared(rs).generated;
   EXPECT_EQ(reordered[3], forward_order[0]);
   EXPECT_EQ(reordered[2], forward_order[1]);
   EXPECT_EQ(reordered[1], forward_order[2]);

@@ -276,6 +276,42 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
   }
 }
 
+// The reference and every kernel against a hand computation, independent of
+// both: two query heads over one KV head (GQA 2:1), head_dim 8, f32 storage,
+// keys k0 = 0 and k1 = (ln 3 * sqrt 8 / 2, 0, ...). Head 0's query (2, 0, ...)
+// scores 0 and ln 3 after the 1 / sqrt(8) scale: weights 1/4 and 3/4; head
+// 1's zero query weighs both keys 1/2. At position 0 only k0 is visible.
+TEST(Attention, TwoKeysByHand) {
+  kv::KvLayout layout;
+  layout.n_layers = 1;
+  layout.n_kv_heads = 1;
+  layout.head_dim = 8;
+  layout.format.k_type = layout.format.v_type = KvType::F32;
+  kv::KvCache cache(layout, 2);
+  const float k[2][8] = {{0}, {static_cast<float>(std::log(3.0) * std::sqrt(8.0) / 2)}};
+  const float v[2][8] = {{4, 0, 8, 0, 1, 0, 0, 0}, {0, 4, 0, -4, 1, 0, 0, 0}};
+  cache.prepare_write(0, 0, 2);
+  for (int p = 0; p < 2; ++p) cache.write(0, 0, p, k[p], v[p]);
+  cache.set_length(0, 2);
+  const AttentionParams dims{2, 1, 8};
+  const float q[16] = {2};  // [head 0 | head 1] at either position
+  const std::vector<float> want = {4, 0, 8, 0, 1, 0, 0, 0, 4, 0, 8, 0, 1, 0, 0, 0,      // position 0
+                                   1, 3, 2, -3, 1, 0, 0, 0, 2, 2, 4, -2, 1, 0, 0, 0};  // position 1
+  const KvView view = cache.view(0, 0);
+  std::vector<float> ref(32);
+  for (int32_t p = 0; p < 2; ++p) attention_ref(dims, view, q, p, ref.data() + 16 * p);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(ref[i], want[i], 1e-5) << "reference, element " << i;
+  const int32_t positions[2] = {0, 1};
+  const float* q_rows[2] = {q, q};
+  for (Isa isa : supported_isas()) {
+    std::vector<float> got(32, -999.0f);
+    float* out_rows[2] = {got.data(), got.data() + 16};
+    std::vector<float> scratch(static_cast<size_t>(2 * attention_tile_state_floats(dims, 2)));
+    attention(isa, dims, view, QueryTile{q_rows, positions, 2, 0}, out_rows, scratch.data());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << isa_name(isa) << ", element " << i;
+  }
+}
+
 // With one key, softmax is 1 and the output is that key's V as the kernel
 // dequantized it: every ISA's loader must give the reference's exact bits
 // (the integer q8 path scales the weight 1 by 255 and back: 2 roundings).

@@ -428,6 +428,11 @@ TEST(Matmul, FusedEqualsSeparateAndThreadCountsAgreeBitwise) {
     mm.run(va, x.data(), n, ya.data(), one);
     mm.run(vb, x.data(), n, yb.data(), one);
     mm.run(vc, x.data(), n, yc.data(), one);
+    // The driver's results are its kernel's (checked against the scalar one
+    // above), not merely consistent with themselves.
+    EXPECT_EQ(ya, run_kernel(gemm_kernel(DType::Q4_K, isa), DType::Q4_K, wa.data(), 96, k, x, n)) << isa_name(isa);
+    EXPECT_EQ(yb, run_kernel(gemm_kernel(DType::Q6_K, isa), DType::Q6_K, wb.data(), 40, k, x, n)) << isa_name(isa);
+    EXPECT_EQ(yc, run_kernel(gemm_kernel(DType::F16, isa), DType::F16, wc.data(), 33, k, x, n)) << isa_name(isa);
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
       std::vector<float> fa(n * 96), fb(n * 40), fc(n * 33);
@@ -451,6 +456,7 @@ TEST(Matmul, ATokensRowIsTheSameAloneAndInABatchOfSeven) {
       Matmul mm({isa, MatmulPrecision::kQuantized});
       std::vector<float> batch(n * rows), alone(rows);
       mm.run(v, x.data(), n, batch.data(), pool);
+      EXPECT_EQ(batch, run_kernel(gemm_kernel(t, isa), t, w.data(), rows, k, x, n)) << dtype_name(t) << " " << isa_name(isa);
       for (int64_t i = 0; i < n; ++i) {
         mm.run(v, x.data() + i * k, 1, alone.data(), pool);
         EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + i * rows)) << dtype_name(t) << " " << isa_name(isa) << " token " << i;

@@ -1,6 +1,7 @@
 // No allocation in the token loop: once a Forward has run a batch of a given
 // size, further decode steps (and the matmuls inside them) allocate nothing.
-// Counts every operator new in this test binary.
+// Counts every operator new and aligned_alloc (AlignedBuffer's scratch) in
+// this test binary.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "common/test_data.h"
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
@@ -39,6 +41,13 @@ void* operator new[](size_t n) {
 }
 void* operator new(size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 void* operator new[](size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+// Scratch buffers (core/aligned_buffer.h) come from aligned_alloc, not new:
+// this definition in the executable takes the C library's place for every caller.
+extern "C" void* aligned_alloc(size_t alignment, size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p = nullptr;
+  return posix_memalign(&p, alignment, n == 0 ? alignment : n) == 0 ? p : nullptr;
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
@@ -49,6 +58,16 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); 
 namespace tokamak {
 namespace {
 
+// The counter sees both kinds, so the zeros below mean no allocation at all.
+TEST(NoAllocation, TheCounterSeesNewAndAlignedAlloc) {
+  const int64_t start = g_allocations.load();
+  std::vector<int> v(100);
+  AlignedBuffer b;
+  b.reserve(100);
+  asm volatile("" : : "r"(v.data()), "r"(b.data()) : "memory");  // the allocations escape: not elided
+  EXPECT_EQ(g_allocations.load(), start + 2);
+}
+
 TEST(NoAllocation, MatmulReusesItsScratch) {
   const Model model = Model::load(testing::test_data("fixtures/models/micro-llama-q4_k.gguf"));
   const LayerWeights& l = model.weights().layers[0];
@@ -56,8 +75,10 @@ TEST(NoAllocation, MatmulReusesItsScratch) {
   kernels::Matmul mm;
   const int64_t d = model.config().n_embd;
   std::vector<float> x(static_cast<size_t>(4 * d), 0.5f), q(4 * 1024), k(4 * 1024), v(4 * 1024);
+  const int64_t first = g_allocations.load();
   mm.run({{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}}, x.data(), 4, pool);  // grows the scratch
   const int64_t before = g_allocations.load();
+  EXPECT_GT(before, first);  // the counter sees the kernels' allocations, so "none" below means none
   for (int i = 0; i < 10; ++i) {
     mm.run({{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}}, x.data(), 1 + i % 4, pool);
   }
@@ -73,8 +94,10 @@ TEST(NoAllocation, DecodeStepsAfterTheFirst) {
     Forward forward(model, pool);
     Batch batch;
     batch.add(1, 0, 0, true);
+    const int64_t first = g_allocations.load();
     forward.run(batch, kv);
     const int64_t before = g_allocations.load();
+    EXPECT_GT(before, first) << name;  // the first step's scratch is counted
     for (int32_t pos = 1; pos < 16; ++pos) {
       batch.clear();
       batch.add(100 + pos, pos, 0, true);

@@ -62,14 +62,21 @@ TEST(BpeMerges, ScanAndHeapAgree) {
   }
 }
 
-// The cache returns what merging returns.
+// The cache returns what merging returns: one scratch, filled on the first
+// pass and hit on the second, against a fresh scratch (an empty cache) per word.
 TEST(BpeMerges, CachedWordsAreTheSame) {
   const Loaded l = load("gpt-2");
+  const std::vector<std::string> words = sample_words("gpt-2");
+  std::vector<int32_t> uncached, first, again;
+  for (const std::string& w : words) {
+    bpe::Merges::Scratch fresh;
+    l.merges.encode_word(l.vocab, w, false, fresh, uncached);
+  }
   bpe::Merges::Scratch scratch;
-  std::vector<int32_t> first, again;
-  for (const std::string& w : sample_words("gpt-2")) l.merges.encode_word(l.vocab, w, false, scratch, first);
-  for (const std::string& w : sample_words("gpt-2")) l.merges.encode_word(l.vocab, w, false, scratch, again);
-  EXPECT_EQ(first, again);
+  for (const std::string& w : words) l.merges.encode_word(l.vocab, w, false, scratch, first);
+  for (const std::string& w : words) l.merges.encode_word(l.vocab, w, false, scratch, again);
+  EXPECT_EQ(first, uncached);
+  EXPECT_EQ(again, uncached);
 }
 
 }  // namespace
