@@ -194,13 +194,7 @@ TEST(KvFidelity, IntegerAttentionCostsLittleKl) {
   if (!kernels::attention_integer_dots(kernels::best_isa(), dims, KvType::Q8, KvType::Q8)) {
     GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   }
-  testing::RandomModelSpec spec;
-  spec.n_vocab = 256;
-  spec.n_embd = 256;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 1;
-  spec.n_ff = 512;
-  spec.n_ctx = 1024;
+  const testing::RandomModelSpec spec = testing::head64_spec();
   const std::string path = ::testing::TempDir() + "/kv_fidelity_head64.gguf";
   testing::write_random_model(spec, path);
   const Model model = Model::load(path);

@@ -152,13 +152,7 @@ TEST(KvRecentChunking, Stories260KIsBitwiseTheSameHoweverThePromptIsCut) {
 }
 
 TEST(KvRecentChunking, HeadsOf64AreBitwiseTheSameHoweverThePromptIsCut) {
-  testing::RandomModelSpec spec;
-  spec.n_vocab = 256;
-  spec.n_embd = 256;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 1;
-  spec.n_ff = 512;
-  spec.n_ctx = 512;
+  const testing::RandomModelSpec spec = testing::head64_spec();
   const std::string path = ::testing::TempDir() + "/kv_recent_chunking_head64.gguf";
   testing::write_random_model(spec, path);
   const Model model = Model::load(path);
