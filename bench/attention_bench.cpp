@@ -63,10 +63,10 @@ void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent)
   const int64_t ctx = state.range(0);
   Setup s = make_setup(k, v, recent, ctx);
   const kernels::AttentionParams dims{kHeads, kKvHeads, kHeadDim};
-  const kernels::KvView view = s.cache->view(0, 0);
+  const int32_t pos = static_cast<int32_t>(ctx - 1);
+  const kernels::KvView view = s.cache->view(0, 0, pos);
   const float* q = s.q.data();
   float* out = s.out.data();
-  const int32_t pos = static_cast<int32_t>(ctx - 1);
   const kernels::Isa isa = kernels::best_isa();
   for (auto _ : state) {
     for (int h = 0; h < kKvHeads; ++h) {
@@ -97,7 +97,7 @@ void BM_DecodeAttentionFromDram(benchmark::State& state, KvType k, KvType v) {
   const kernels::Isa isa = kernels::best_isa();
   int layer = 0;
   for (auto _ : state) {
-    const kernels::KvView view = s.cache->view(0, layer);
+    const kernels::KvView view = s.cache->view(0, layer, pos);
     for (int h = 0; h < kKvHeads; ++h) {
       const kernels::QueryTile tile{&q, &pos, 1, h};
       kernels::attention(isa, dims, view, tile, &out, s.scratch.data());

@@ -111,8 +111,8 @@ void attention_ref(const AttentionParams& dims, const KvView& kv, const float* q
   std::vector<double> scores(static_cast<size_t>(n), -std::numeric_limits<double>::infinity());
   for (int kvh = 0; kvh < dims.n_kv_heads; ++kvh) {
     for (int64_t p = first; p < n; ++p) {
-      const KvPages& kp = p >= kv.k_recent_begin ? kv.recent : kv.main;
-      const KvPages& vp = p >= kv.v_recent_begin ? kv.recent : kv.main;
+      const KvPages& kp = kv.pages(p, true);
+      const KvPages& vp = kv.pages(p, false);
       dequantize_kv_row(kp.k_type, kp.k_row(p, kvh), d, k.data() + p * d);
       dequantize_kv_row(vp.v_type, vp.v_row(p, kvh), d, v.data() + p * d);
     }

@@ -48,15 +48,31 @@ struct KvPages {
   }
 };
 
-// Where each position's K and V are: K of position p comes from `recent` when
-// p >= k_recent_begin, else from `main`; V likewise (mixed precision keeps the
-// newest rows in an f16 ring beside the quantized blocks).
+// Where each position's K and V are: K of position p comes from `main` when
+// p < k_recent_begin, else from `step` when p >= step_begin, else from
+// `recent`; V likewise with v_recent_begin. Mixed precision keeps the newest
+// rows in an f16 ring (`recent`) beside the quantized blocks (`main`); the
+// rows of the step being computed are read from the caller's f16 copy of
+// them (`step`), as the ring takes them only after the step's attention.
 struct KvView {
   static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   KvPages main;
   KvPages recent;
+  KvPages step;
   int64_t k_recent_begin = kNone;
   int64_t v_recent_begin = kNone;
+  int64_t step_begin = kNone;
+
+  const KvPages& pages(int64_t pos, bool keys) const {
+    if (pos < (keys ? k_recent_begin : v_recent_begin)) return main;
+    return pos >= step_begin ? step : recent;
+  }
+  // Positions from `pos` on that lie in the same pages (kNone: all).
+  int64_t same_pages(int64_t pos, bool keys) const {
+    const int64_t split = keys ? k_recent_begin : v_recent_begin;
+    if (pos < split) return split - pos;
+    return pos < step_begin ? step_begin - pos : kNone;
+  }
 };
 
 struct AttentionParams {

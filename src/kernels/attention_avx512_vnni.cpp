@@ -24,7 +24,7 @@
 //     Rounding each weight to 1/255 of the tile's largest moves an output by
 //     at most ~0.2% of that weight's share of |v| (stated bounds in
 //     tests/kernels/attention_test.cpp).
-// Tiles that touch the f16 ring of mixed precision, and other K/V types, go
+// Tiles that touch the f16 rows of mixed precision, and other K/V types, go
 // through the float path of attention_impl.h, so one chunk may mix both; the
 // choice depends on positions only, never on the batch.
 //
@@ -363,7 +363,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
   }
 }
 
-// Whether keys [t0, t0 + n) all lie in the main pages (not the f16 ring).
+// Whether keys [t0, t0 + n) all lie in the main pages (not in f16).
 bool int_tile(const KvView& kv, int64_t t0, int64_t n) { return t0 + n <= kv.k_recent_begin && t0 + n <= kv.v_recent_begin; }
 
 template <KvType KT, KvType VT>

@@ -37,13 +37,11 @@ namespace tokamak::kernels::detail {
 // are adjacent in memory among positions t0 + j, j < n.
 template <class Fn>
 void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, Fn&& fn) {
-  const int64_t split = keys ? kv.k_recent_begin : kv.v_recent_begin;
   for (int64_t j = 0; j < n;) {
     const int64_t pos = t0 + j;
-    const KvPages& pages = pos >= split ? kv.recent : kv.main;
+    const KvPages& pages = kv.pages(pos, keys);
     const int64_t r = pages.ring_rows > 0 ? pos % pages.ring_rows : pos;
-    int64_t run = std::min<int64_t>(n - j, pages.block_size - r % pages.block_size);
-    if (pos < split) run = std::min(run, split - pos);
+    const int64_t run = std::min({n - j, pages.block_size - r % pages.block_size, kv.same_pages(pos, keys)});
     const int32_t row_bytes = keys ? pages.k_row_bytes : pages.v_row_bytes;
     const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset(pos, head, row_bytes);
     fn(keys ? pages.k_type : pages.v_type, src, row_bytes, j, run);

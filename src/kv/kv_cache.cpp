@@ -69,14 +69,25 @@ void KvCache::prepare_write(int32_t seq, int64_t begin, int64_t end) {
   check_table(seq);
 }
 
-void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
-  BlockTable& t = mutable_table(seq);
-  const KvLayout& l = layout();
-  const int64_t bs = l.format.block_size;
-  if (layer < 0 || layer >= l.n_layers || pos < 0 || pos >= static_cast<int64_t>(t.blocks.size()) * bs) {
+void KvCache::check_write(int32_t seq, int32_t layer, int64_t pos) const {
+  const int64_t bs = layout().format.block_size;
+  if (layer < 0 || layer >= layout().n_layers || pos < 0 ||
+      pos >= static_cast<int64_t>(table(seq).blocks.size()) * bs) {
     throw Error("KV cache: write of layer " + std::to_string(layer) + " position " + std::to_string(pos) +
                 " outside sequence " + std::to_string(seq) + "'s table");
   }
+}
+
+void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
+  write_stored(seq, layer, pos, k, v);
+  write_recent(seq, layer, pos, k, v);
+}
+
+void KvCache::write_stored(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
+  check_write(seq, layer, pos);
+  const BlockTable& t = table(seq);
+  const KvLayout& l = layout();
+  const int64_t bs = l.format.block_size;
   const int32_t block = t.blocks[static_cast<size_t>(pos / bs)];
   if (pool_.refcount(block) != 1) {
     throw Error("KV cache: write into shared block " + std::to_string(block) + " (position " + std::to_string(pos) +
@@ -92,6 +103,13 @@ void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, con
     kernels::quantize_kv_row(l.format.v_type, v + static_cast<int64_t>(h) * d, d,
                              v_page + (h * bs + row) * l.v_head_row_bytes());
   }
+}
+
+void KvCache::write_recent(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v) {
+  check_write(seq, layer, pos);
+  const BlockTable& t = table(seq);
+  const KvLayout& l = layout();
+  const int d = l.head_dim;
   const int64_t ring = l.recent_ring_rows();
   if (!l.has_recent() || pos < t.step_end - ring) return;
   const int64_t rows = l.recent_block_rows();
@@ -116,7 +134,7 @@ void KvCache::write(int32_t seq, int32_t layer, int64_t pos, const float* k, con
   }
 }
 
-kernels::KvView KvCache::view(int32_t seq, int32_t layer) const {
+kernels::KvView KvCache::view(int32_t seq, int32_t layer, int64_t query) const {
   const BlockTable& t = table(seq);
   const KvLayout& l = layout();
   kernels::KvView v;
@@ -140,8 +158,7 @@ kernels::KvView KvCache::view(int32_t seq, int32_t layer) const {
   r.ring_rows = l.recent_ring_rows();
   r.k_type = r.v_type = kernels::KvType::F16;
   r.k_row_bytes = r.v_row_bytes = static_cast<int32_t>(l.recent_head_row_bytes());
-  const int64_t length = std::max(t.n_tokens, t.step_end);
-  const int64_t begin = std::max({length - l.format.recent, t.recent_from, int64_t{0}});
+  const int64_t begin = std::max(l.recent_begin(query), t.recent_from);
   if (l.k_recent()) v.k_recent_begin = begin;
   if (l.v_recent()) v.v_recent_begin = begin;
   return v;
@@ -201,7 +218,7 @@ void KvCache::adopt(int32_t seq, const std::vector<int32_t>& blocks, int64_t n_t
     pool_.retain(b);
     t.blocks.push_back(b);
   }
-  t.n_tokens = t.step_end = n_tokens;
+  t.n_tokens = t.step_end = t.recent_from = n_tokens;
   check_table(seq);
 }
 

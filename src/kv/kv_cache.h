@@ -3,8 +3,8 @@
 //
 // A step of the forward pass: prepare_write() for each sequence it touches
 // (allocation and copy-on-write happen here, before any K/V is computed),
-// then write() the new rows layer by layer and read them back through view(),
-// then set_length() to commit.
+// then layer by layer write_stored() the new rows, attend through view(),
+// write_recent() them, then set_length() to commit.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ struct BlockTable {
   int64_t n_tokens = 0;
   // Mixed precision: the f16 ring (KvLayout::recent_blocks() blocks, or none
   // yet); position p at ring row p % recent_ring_rows(). Rows of positions
-  // below recent_from are stale (the sequence was cut back past them).
+  // below recent_from are stale (the sequence was cut back past them, or
+  // adopted them from cached blocks, which have no ring).
   std::vector<int32_t> recent;
   int64_t recent_from = 0;
   // The length the sequence has once the step being written commits.
@@ -46,13 +47,23 @@ class KvCache {
   // records max(length, end) as the step's length. Throws like reserve().
   void prepare_write(int32_t seq, int64_t begin, int64_t end);
   // Stores one position's K and V of one layer ([n_kv_heads * head_dim] f32
-  // each), quantized to the layout's types, and into the f16 ring when the
-  // position is among the newest of the step. Throws tokamak::Error for a
-  // position outside the table or in a shared block (not prepared).
+  // each) in the layout's types. Throws tokamak::Error for a position
+  // outside the table or in a shared block (not prepared).
+  void write_stored(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v);
+  // Stores them in f16 into the ring when the layout has one and the position
+  // is among the ring's worth of newest positions of the step. Within a step,
+  // call it for a layer only once the layer's attention is done: the step's
+  // rows may take ring rows of earlier positions that its queries read.
+  // Throws like write_stored().
+  void write_recent(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v);
+  // write_stored() then write_recent(): for filling a cache outside a forward pass.
   void write(int32_t seq, int32_t layer, int64_t pos, const float* k, const float* v);
-  // Where attention finds layer `layer` of the sequence, for the step's length.
-  // Valid until the sequence's table changes.
-  kernels::KvView view(int32_t seq, int32_t layer) const;
+  // Where a query at position `query` finds layer `layer` of the sequence:
+  // keys from KvLayout::recent_begin(query) on in the ring (but none below
+  // recent_from), older ones in the stored types. Positions the current step
+  // writes are in the ring only after write_recent(): the caller reads them
+  // through KvView::step. Valid until the sequence's table changes.
+  kernels::KvView view(int32_t seq, int32_t layer, int64_t query) const;
   // Records that positions [0, n_tokens) hold KV. Cutting a sequence back
   // keeps its blocks; ring rows that the cut positions overwrote become stale
   // (attention reads those positions from the quantized blocks instead).
@@ -83,6 +94,8 @@ class KvCache {
 
  private:
   BlockTable& mutable_table(int32_t seq);
+  // Throws tokamak::Error when (layer, pos) is outside the sequence's table.
+  void check_write(int32_t seq, int32_t layer, int64_t pos) const;
   // Replaces `block` by a private copy when it is shared.
   void make_private(int32_t& block);
   // O(table) invariants of one sequence, checked at the end of each mutation:

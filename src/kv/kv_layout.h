@@ -13,14 +13,22 @@
 // the quantized type as above, and the newest positions of each sequence are
 // also kept in f16 in a per-sequence ring of pool blocks, reinterpreted as
 // [layer][K page if K is quantized, V page if V is quantized] of
-// recent_block_rows() f16 rows. Attention reads the last `recent` positions
-// (at least) from the ring and older ones from the quantized blocks, so a
+// recent_block_rows() f16 rows. A query at position q reads the keys from
+// recent_begin(q) on in f16 and older ones from the quantized blocks, so a
 // sequence's quality matches f16 where attention usually looks hardest while
 // its memory stays that of the quantized type plus one small ring.
+//
+// The precision of a key depends only on its position and the query's, never
+// on how the prompt was cut into steps or what else shares the step (batch
+// invariance): recent_begin(q) is the multiple of kKeyTile at or below
+// q + 1 - recent, so each query reads between `recent` and
+// recent + kKeyTile - 1 keys in f16 (itself included), and one K/V tile
+// never mixes precisions within a query.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/attention.h"
 #include "kernels/kv_format.h"
 
 namespace tokamak::kv {
@@ -66,9 +74,19 @@ struct KvLayout {
   int32_t recent_block_rows() const {
     return has_recent() ? static_cast<int32_t>(block_bytes() / recent_bytes_per_token()) : 0;
   }
-  // Ring blocks per sequence, and the rows they hold (>= recent).
+  // The first key the query at `pos` reads in f16 (see the top); 0 when it
+  // reads all of them so.
+  int64_t recent_begin(int64_t pos) const {
+    const int64_t from = pos + 1 - format.recent;
+    return from <= 0 ? 0 : from / kernels::kKeyTile * kernels::kKeyTile;
+  }
+  // Keys a query reads in f16 at most, itself included: the ring keeps that
+  // many positions before each step, so a step's first query finds every
+  // earlier key it reads in f16 there.
+  int64_t recent_window() const { return format.recent + kernels::kKeyTile - 1; }
+  // Ring blocks per sequence, and the rows they hold (>= recent_window()).
   int32_t recent_blocks() const {
-    return has_recent() ? (format.recent + recent_block_rows() - 1) / recent_block_rows() : 0;
+    return has_recent() ? static_cast<int32_t>((recent_window() + recent_block_rows() - 1) / recent_block_rows()) : 0;
   }
   int64_t recent_ring_rows() const { return static_cast<int64_t>(recent_blocks()) * recent_block_rows(); }
   int64_t recent_page_bytes() const {

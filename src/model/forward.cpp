@@ -53,7 +53,7 @@ void Forward::grow(int64_t n, int64_t n_out) {
   ensure_size(rope_cos_sin_, c.rope_dim);
 }
 
-void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
+void Forward::validate(const Batch& batch, const kv::KvCache& kv) {
   const int64_t n = batch.size();
   if (static_cast<int64_t>(batch.positions.size()) != n || static_cast<int64_t>(batch.seq_ids.size()) != n ||
       static_cast<int64_t>(batch.want_logits.size()) != n) {
@@ -84,6 +84,9 @@ void Forward::validate_and_reserve(const Batch& batch, kv::KvCache& kv) {
     len = std::max<int64_t>(len, pos + 1);
     first_writes_[static_cast<size_t>(seq)] = std::min<int64_t>(first_writes_[static_cast<size_t>(seq)], pos);
   }
+}
+
+void Forward::reserve(kv::KvCache& kv) {
   for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
     if (new_lengths_[seq] >= 0) kv.prepare_write(static_cast<int32_t>(seq), first_writes_[seq], new_lengths_[seq]);
   }
@@ -94,7 +97,7 @@ void Forward::attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer
 }
 
 std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
-  validate_and_reserve(batch, kv);
+  validate(batch, kv);
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const int64_t n = batch.size();
@@ -102,7 +105,8 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
   for (int64_t t = 0; t < n; ++t) n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
   grow(n, n_out);
   if (n == 0) return {};
-  attention_.plan(c, batch, q_.data(), att_.data(), pool_.size());
+  attention_.plan(c, kv.layout(), batch, q_.data(), att_.data(), pool_.size());  // throws before the cache changes
+  reserve(kv);
 
   const int64_t d = c.n_embd;
   for (int64_t t = 0; t < n; ++t) {

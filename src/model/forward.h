@@ -29,13 +29,17 @@ class Forward {
 
   // Runs the batch, appending each token's K/V to its sequence in `kv`.
   // Returns the logits [n_out, n_vocab] of the entries that asked for them, in
-  // batch order; valid until the next call. A position must not leave a gap
-  // after its sequence's cached length. Throws tokamak::Error on bad token ids,
-  // positions or sequence ids, and when the KV cache is full.
+  // batch order; valid until the next call. A sequence's positions in the
+  // batch are distinct and consecutive, and must not leave a gap after its
+  // cached length. Throws tokamak::Error on bad token ids, positions or
+  // sequence ids, and when the KV cache is full.
   std::span<const float> run(const Batch& batch, kv::KvCache& kv);
 
  private:
-  void validate_and_reserve(const Batch& batch, kv::KvCache& kv);
+  // Checks the batch and finds each sequence's range of positions to write.
+  void validate(const Batch& batch, const kv::KvCache& kv);
+  // prepare_write() of those ranges.
+  void reserve(kv::KvCache& kv);
   void attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer);
   void grow(int64_t n_tokens, int64_t n_out);
 

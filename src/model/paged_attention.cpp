@@ -2,41 +2,66 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
+
+#include "core/error.h"
 
 namespace tokamak {
 
-void PagedAttention::plan(const ModelConfig& c, const Batch& batch, const float* q, float* out, int n_threads) {
-  params_ = {c.n_heads, c.n_kv_heads, c.head_dim, c.attn_logit_softcap, c.sliding_window};
+void PagedAttention::plan_tiles(const ModelConfig& c, const Batch& batch, const float* q, float* out) {
   const int32_t n = static_cast<int32_t>(batch.size());
-  // The batch's tokens grouped by sequence, in batch order within each.
-  std::vector<int32_t>& order = order_;
-  order.resize(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  // std::sort with the index as tie-break: stable_sort's order without its
-  // temporary buffer (no allocation in the token loop).
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+  const auto seq_of = [&](int32_t i) { return batch.seq_ids[static_cast<size_t>(order_[static_cast<size_t>(i)])]; };
+  const auto pos_of = [&](int32_t i) { return batch.positions[static_cast<size_t>(order_[static_cast<size_t>(i)])]; };
+  // The batch's tokens grouped by sequence, in position order within each
+  // (std::sort allocates nothing; positions are checked distinct below).
+  order_.resize(static_cast<size_t>(n));
+  std::iota(order_.begin(), order_.end(), 0);
+  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
     const int32_t sa = batch.seq_ids[static_cast<size_t>(a)], sb = batch.seq_ids[static_cast<size_t>(b)];
-    return sa != sb ? sa < sb : a < b;
+    return sa != sb ? sa < sb : batch.positions[static_cast<size_t>(a)] < batch.positions[static_cast<size_t>(b)];
   });
   q_rows_.clear();
   out_rows_.clear();
   positions_.clear();
+  runs_.clear();
   tiles_.clear();
-  for (int32_t i = 0; i < n;) {
-    const int32_t seq = batch.seq_ids[static_cast<size_t>(order[static_cast<size_t>(i)])];
-    Tile tile;
-    tile.seq = seq;
-    tile.first = i;
-    while (i < n && tile.n_tokens < kQueryTile &&
-           batch.seq_ids[static_cast<size_t>(order[static_cast<size_t>(i)])] == seq) {
-      const int32_t t = order[static_cast<size_t>(i)];
-      q_rows_.push_back(q + static_cast<int64_t>(t) * c.q_dim());
-      out_rows_.push_back(out + static_cast<int64_t>(t) * c.q_dim());
-      positions_.push_back(batch.positions[static_cast<size_t>(t)]);
-      ++tile.n_tokens;
-      ++i;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t t = order_[static_cast<size_t>(i)];
+    q_rows_.push_back(q + static_cast<int64_t>(t) * c.q_dim());
+    out_rows_.push_back(out + static_cast<int64_t>(t) * c.q_dim());
+    positions_.push_back(pos_of(i));
+    if (runs_.empty() || runs_.back().seq != seq_of(i)) {
+      runs_.push_back({seq_of(i), i, 0, pos_of(i)});
+    } else if (pos_of(i) != pos_of(i - 1) + 1) {
+      throw Error("batch: sequence " + std::to_string(seq_of(i)) + " has positions " + std::to_string(pos_of(i - 1)) +
+                  " and " + std::to_string(pos_of(i)) + " in one step (a step's positions of a sequence must be " +
+                  "distinct and consecutive)");
     }
-    tiles_.push_back(tile);
+    ++runs_.back().n_tokens;
+    // A new tile at a new sequence, a full tile, or (with a ring) another recent_begin.
+    const bool same_tile = !tiles_.empty() && tiles_.back().seq == seq_of(i) && tiles_.back().n_tokens < kQueryTile &&
+                           (!layout_.has_recent() || layout_.recent_begin(positions_[static_cast<size_t>(tiles_.back().first)]) ==
+                                                         layout_.recent_begin(pos_of(i)));
+    if (!same_tile) {
+      Tile tile;
+      tile.run = static_cast<int32_t>(runs_.size()) - 1;
+      tile.seq = seq_of(i);
+      tile.first = i;
+      tiles_.push_back(tile);
+    }
+    ++tiles_.back().n_tokens;
+  }
+}
+
+void PagedAttention::plan(const ModelConfig& c, const kv::KvLayout& layout, const Batch& batch, const float* q,
+                          float* out, int n_threads) {
+  params_ = {c.n_heads, c.n_kv_heads, c.head_dim, c.attn_logit_softcap, c.sliding_window};
+  layout_ = layout;
+  plan_tiles(c, batch, q, out);
+  if (layout_.has_recent()) {
+    const size_t rows = static_cast<size_t>(batch.size() * c.kv_dim());
+    if (k_step_.size() < rows) k_step_.resize(rows);
+    if (v_step_.size() < rows) v_step_.resize(rows);
   }
   // Split long contexts into chunk tasks only when the step is short of tasks.
   const bool split = static_cast<int64_t>(tiles_.size()) * c.n_kv_heads < 4LL * n_threads;
@@ -85,15 +110,55 @@ kernels::QueryTile PagedAttention::query_tile(const Tile& t, int kv_head) const 
   return q;
 }
 
+void PagedAttention::copy_step_rows(const float* k, const float* v) {
+  const int d = params_.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(params_.n_kv_heads) * d;
+  for (const SeqRun& r : runs_) {
+    for (int32_t i = 0; i < r.n_tokens; ++i) {
+      const int64_t t = order_[static_cast<size_t>(r.first + i)];
+      const int64_t row = (r.pos0 + i) % r.n_tokens;
+      for (int h = 0; h < params_.n_kv_heads; ++h) {
+        const int64_t at = (static_cast<int64_t>(r.first) * params_.n_kv_heads + h * r.n_tokens + row) * d;
+        if (layout_.k_recent()) {
+          kernels::quantize_kv_row(kernels::KvType::F16, k + t * kv_dim + h * d, d,
+                                   reinterpret_cast<uint8_t*>(k_step_.data() + at));
+        }
+        if (layout_.v_recent()) {
+          kernels::quantize_kv_row(kernels::KvType::F16, v + t * kv_dim + h * d, d,
+                                   reinterpret_cast<uint8_t*>(v_step_.data() + at));
+        }
+      }
+    }
+  }
+}
+
+kernels::KvView PagedAttention::tile_view(const kv::KvCache& kv, const Tile& tile, int32_t layer) const {
+  kernels::KvView view = kv.view(tile.seq, layer, positions_[static_cast<size_t>(tile.first)]);
+  if (!layout_.has_recent()) return view;
+  const SeqRun& r = runs_[static_cast<size_t>(tile.run)];
+  const int64_t first_row = static_cast<int64_t>(r.first) * params_.n_kv_heads * params_.head_dim;
+  kernels::KvPages& s = view.step;
+  s.k_base = reinterpret_cast<const uint8_t*>(k_step_.data() + first_row);
+  s.v_base = reinterpret_cast<const uint8_t*>(v_step_.data() + first_row);
+  s.block_table = &kOneBlock;
+  s.block_size = r.n_tokens;
+  s.ring_rows = r.n_tokens;
+  s.k_type = s.v_type = kernels::KvType::F16;
+  s.k_row_bytes = s.v_row_bytes = static_cast<int32_t>(layout_.recent_head_row_bytes());
+  view.step_begin = r.pos0;
+  return view;
+}
+
 void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, const float* k, const float* v,
                          ThreadPool& pool) {
   const int64_t kv_dim = static_cast<int64_t>(params_.n_kv_heads) * params_.head_dim;
   for (int64_t t = 0; t < batch.size(); ++t) {
-    kv.write(batch.seq_ids[static_cast<size_t>(t)], layer, batch.positions[static_cast<size_t>(t)], k + t * kv_dim,
-             v + t * kv_dim);
+    kv.write_stored(batch.seq_ids[static_cast<size_t>(t)], layer, batch.positions[static_cast<size_t>(t)],
+                    k + t * kv_dim, v + t * kv_dim);
   }
+  if (layout_.has_recent()) copy_step_rows(k, v);
   views_.clear();
-  for (const Tile& tile : tiles_) views_.push_back(kv.view(tile.seq, layer));
+  for (const Tile& tile : tiles_) views_.push_back(tile_view(kv, tile, layer));
 
   pool.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scratch_.data() + thread * scratch_stride_;
@@ -113,6 +178,11 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
       }
     }
   }, task_grain_);
+  fold_split_tiles(pool);
+  write_recent(batch, kv, layer, k, v);
+}
+
+void PagedAttention::fold_split_tiles(ThreadPool& pool) {
   if (split_tiles_.empty()) return;
   // Fold the chunk partials of split tiles, in chunk order.
   const int64_t n_folds = static_cast<int64_t>(split_tiles_.size()) * params_.n_kv_heads;
@@ -132,6 +202,16 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
       kernels::attention_finish(params_, query_tile(tile, kv_head), running, out_rows_.data() + tile.first);
     }
   });
+}
+
+void PagedAttention::write_recent(const Batch& batch, kv::KvCache& kv, int32_t layer, const float* k,
+                                  const float* v) const {
+  if (!layout_.has_recent()) return;
+  const int64_t kv_dim = static_cast<int64_t>(params_.n_kv_heads) * params_.head_dim;
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    kv.write_recent(batch.seq_ids[static_cast<size_t>(t)], layer, batch.positions[static_cast<size_t>(t)],
+                    k + t * kv_dim, v + t * kv_dim);
+  }
 }
 
 }  // namespace tokamak

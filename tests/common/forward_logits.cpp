@@ -31,7 +31,8 @@ kv::KvFormat kv_format(kernels::KvType k, kernels::KvType v, int32_t recent) {
 
 std::vector<float> forward_logits(const Model& model, const std::vector<int32_t>& ids, const LogitsRun& run) {
   ThreadPool pool(run.threads);
-  kv::KvCache kv(kv_layout_for(model.config(), run.kv), static_cast<int32_t>(ids.size() / 16 + 8));
+  const kv::KvLayout layout = kv_layout_for(model.config(), run.kv);
+  kv::KvCache kv(layout, static_cast<int32_t>(ids.size() / 16 + 8) + layout.recent_blocks());
   Forward forward(model, pool, run.matmul);
   std::vector<float> out;
   Batch batch;

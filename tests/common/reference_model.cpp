@@ -214,6 +214,17 @@ std::vector<double> reference_logits(const io::GgufFile& f, const std::vector<in
   return logits;
 }
 
+RandomModelSpec head64_spec() {
+  RandomModelSpec spec;
+  spec.n_vocab = 256;
+  spec.n_embd = 256;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 1;
+  spec.n_ff = 512;
+  spec.n_ctx = 1024;
+  return spec;
+}
+
 void write_random_model(const RandomModelSpec& s, const std::filesystem::path& path) {
   std::mt19937 rng(s.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -41,4 +41,9 @@ struct RandomModelSpec {
 // Writes a GGUF with N(0, 0.1) matrices, 1 + N(0, 0.05) norms, F32 throughout.
 void write_random_model(const RandomModelSpec& spec, const std::filesystem::path& path);
 
+// A small model with heads of 64 (4 query heads over 1 KV head, 2 layers,
+// vocabulary 256, context 1024): the head width that takes the integer
+// attention path for q8/q4 KV on AVX-512 VNNI.
+RandomModelSpec head64_spec();
+
 }  // namespace tokamak::testing

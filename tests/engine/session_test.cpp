@@ -61,9 +61,11 @@ float max_diff(std::span<const float> a, const std::vector<float>& b) {
 }
 
 // Bitwise equality; or, when some rows are read from the quantized blocks
-// instead of the f16 ring, no farther from `want` than reading every row from
-// the quantized blocks (`quantized_only`) is. A stale row of another position
-// would move the logits by about their own spread instead.
+// instead of the f16 ring, about as far from `want` as reading every row from
+// the quantized blocks (`quantized_only`) is: mixing the two is not always
+// closer (measured up to 1.004x, q8 with 8 recent rows, cut 40), so the bound
+// is 1.5x. A stale row of another position would move the logits by about
+// their own spread instead.
 void expect_logits(std::span<const float> got, const std::vector<float>& want, bool exact,
                    const std::vector<float>& quantized_only = {}) {
   ASSERT_EQ(got.size(), want.size());
@@ -72,7 +74,7 @@ void expect_logits(std::span<const float> got, const std::vector<float>& want, b
     return;
   }
   ASSERT_EQ(quantized_only.size(), want.size());
-  EXPECT_LE(max_diff(got, want), max_diff(quantized_only, want));
+  EXPECT_LE(max_diff(got, want), 1.5f * max_diff(quantized_only, want));
 }
 
 TEST_F(SessionTruncate, CutAndAppendEqualsNeverHavingTheCutTokens) {
@@ -84,10 +86,11 @@ TEST_F(SessionTruncate, CutAndAppendEqualsNeverHavingTheCutTokens) {
   const int64_t n_a = 21;
   int n_inexact = 0;
   for (const kv::KvFormat& f : formats) {
-    const int64_t ring = kv_layout_for(model_.config(), f).recent_ring_rows();
+    const kv::KvLayout layout = kv_layout_for(model_.config(), f);
+    const int64_t ring = layout.recent_ring_rows();
     // Short cuts (the ring still holds what precedes the cut) and long ones
     // (rows of positions before the cut were overwritten in the ring), across blocks.
-    for (int32_t n_cut : {1, 3, 11, 40}) {
+    for (int32_t n_cut : {1, 3, 11, 40, 100}) {
       SCOPED_TRACE("k " + std::to_string(static_cast<int>(f.k_type)) + " recent " + std::to_string(f.recent) +
                    ", cut " + std::to_string(n_cut));
       Session s(model_, pool_, 256, f);
@@ -99,10 +102,12 @@ TEST_F(SessionTruncate, CutAndAppendEqualsNeverHavingTheCutTokens) {
       // The ring rows still current: positions >= n_a (written again) and those
       // the cut did not reach. While attention reads only those from the ring
       // the session is exact; once not, the hidden states after it differ too.
+      // A query at q reads the ring from recent_begin(q) on, which grows with
+      // q: the first query of each append decides.
       const int64_t current_from = std::min(n_a, std::max<int64_t>(0, n_a + n_cut - ring));
-      const int64_t length_c = n_a + 7, length_d = length_c + 5;
-      const bool exact_c = f.recent == 0 || current_from <= length_c - f.recent;
-      const bool exact_d = exact_c && (f.recent == 0 || current_from <= length_d - f.recent);
+      const int64_t length_c = n_a + 7;
+      const bool exact_c = f.recent == 0 || current_from <= layout.recent_begin(n_a);
+      const bool exact_d = exact_c && (f.recent == 0 || current_from <= layout.recent_begin(length_c));
       n_inexact += !exact_c;
       kv::KvFormat no_ring = f;
       no_ring.recent = 0;

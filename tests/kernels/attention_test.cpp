@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -88,10 +89,14 @@ struct Fixture {
     for (float& x : q) x = normal(rng) * 1.5f;  // scores ~N(0, 2.25): moderately peaked softmax
   }
   const float* q_row(int64_t pos, const Shape& s) const { return q.data() + pos * s.n_heads * s.head_dim; }
+  // The cache as the last position's query reads it (in f16 from
+  // recent_begin(length - 1) on); the kernels read every query so here.
+  KvView view(const Shape& s) const { return cache->view(0, 0, s.length - 1); }
 };
 
-// The tile's outputs [n_tokens, n_heads * head_dim] from attention().
-std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+// The tile's outputs [n_tokens, n_heads * head_dim] from attention() over `view`.
+std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const KvView& view,
+                              const std::vector<int32_t>& positions) {
   const AttentionParams dims = s.dims();
   const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
   std::vector<float> out(positions.size() * static_cast<size_t>(row), -999.0f);
@@ -101,7 +106,6 @@ std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const s
     q_rows.push_back(f.q_row(positions[i], s));
     out_rows.push_back(out.data() + static_cast<int64_t>(i) * row);
   }
-  const KvView view = f.cache->view(0, 0);
   std::vector<float> scratch(
       static_cast<size_t>(2 * attention_tile_state_floats(dims, static_cast<int>(positions.size()))));
   for (int h = 0; h < s.n_kv_heads; ++h) {
@@ -110,15 +114,20 @@ std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const s
   }
   return out;
 }
+std::vector<float> run_kernel(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+  return run_kernel(isa, s, f, f.view(s), positions);
+}
 
-std::vector<float> run_ref(const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+std::vector<float> run_ref(const Shape& s, const Fixture& f, const KvView& view, const std::vector<int32_t>& positions) {
   const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
   std::vector<float> out(positions.size() * static_cast<size_t>(row));
-  const KvView view = f.cache->view(0, 0);
   for (size_t i = 0; i < positions.size(); ++i) {
     attention_ref(s.dims(), view, f.q_row(positions[i], s), positions[i], out.data() + static_cast<int64_t>(i) * row);
   }
   return out;
+}
+std::vector<float> run_ref(const Shape& s, const Fixture& f, const std::vector<int32_t>& positions) {
+  return run_ref(s, f, f.view(s), positions);
 }
 
 // max |a - b| over the largest |v| stored: attention outputs are convex
@@ -255,7 +264,7 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
         q_rows.push_back(f.q_row(positions[i], s));
         out_rows.push_back(split.data() + static_cast<int64_t>(i) * row);
       }
-      const KvView view = f.cache->view(0, 0);
+      const KvView view = f.view(s);
       const int n = static_cast<int>(positions.size());
       for (int h = 0; h < s.n_kv_heads; ++h) {
         const QueryTile tile{q_rows.data(), positions.data(), n, h};
@@ -328,6 +337,42 @@ TEST(Attention, OneKeyReturnsItsValueExactly) {
         } else {
           EXPECT_EQ(got, ref) << isa_name(isa) << " " << s.name();
         }
+      }
+    }
+  }
+}
+
+// Mixed precision's f16 rows read from a step's own copy of them
+// (KvView::step: [n_kv_heads][m] rows, position p at row p % m, as
+// PagedAttention lays out the rows a step writes) give the bits they give
+// read from the ring, on every ISA and in the reference: tiles that take rows
+// from both, runs that wrap around the copy's end, K and V both or one in f16.
+TEST(Attention, StepRowsReadLikeRingRows) {
+  for (KvType v_type : {KvType::Q8, KvType::Q4, KvType::F16}) {
+    for (int d : {32, 64}) {
+      const Shape s{8, 2, d, 300, 16, KvType::Q8, v_type, 40, 11};
+      const Fixture f(s);
+      const KvView ring = f.view(s);
+      ASSERT_EQ(ring.k_recent_begin, 256);  // recent_begin(299) = (300 - 40) rounded down to 32
+      const int64_t begin = 272, m = s.length - begin;  // rows 20..27, then 0..19
+      std::vector<uint16_t> k_copy(static_cast<size_t>(s.n_kv_heads * m * d)), v_copy(k_copy.size());
+      for (int64_t p = begin; p < s.length; ++p) {
+        for (int h = 0; h < s.n_kv_heads; ++h) {
+          const size_t at = static_cast<size_t>((h * m + p % m) * d);
+          std::memcpy(k_copy.data() + at, ring.recent.k_row(p, h), 2 * static_cast<size_t>(d));
+          if (v_type != KvType::F16) std::memcpy(v_copy.data() + at, ring.recent.v_row(p, h), 2 * static_cast<size_t>(d));
+        }
+      }
+      const int32_t one_block = 0;
+      KvView step = ring;
+      step.step = {reinterpret_cast<const uint8_t*>(k_copy.data()), reinterpret_cast<const uint8_t*>(v_copy.data()),
+                   0, &one_block, static_cast<int32_t>(m), m, KvType::F16, KvType::F16, 2 * d, 2 * d};
+      step.step_begin = begin;
+      const std::vector<int32_t> positions = {299, 272, 273, 287, 290};
+      EXPECT_EQ(run_ref(s, f, step, positions), run_ref(s, f, ring, positions)) << s.name();
+      for (Isa isa : supported_isas()) {
+        EXPECT_EQ(run_kernel(isa, s, f, step, positions), run_kernel(isa, s, f, ring, positions))
+            << isa_name(isa) << " " << s.name();
       }
     }
   }

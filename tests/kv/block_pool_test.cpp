@@ -49,13 +49,16 @@ void write_positions(KvCache& kv, int32_t seq, int64_t begin, int64_t end, int s
   kv.set_length(seq, std::max(kv.length(seq), end));
 }
 
-// K row of kv head `head` at `pos` as attention sees it.
-std::vector<float> read_k(const KvCache& kv, int32_t seq, int32_t layer, int64_t pos, int head) {
-  const kernels::KvView view = kv.view(seq, layer);
-  const kernels::KvPages& pages = pos >= view.k_recent_begin ? view.recent : view.main;
+// K row of kv head `head` at `pos` as attention sees it from a query at `query`.
+std::vector<float> read_k(const KvCache& kv, int32_t seq, int32_t layer, int64_t pos, int head, int64_t query) {
+  const kernels::KvView view = kv.view(seq, layer, query);
+  const kernels::KvPages& pages = view.pages(pos, true);
   std::vector<float> out(static_cast<size_t>(kv.layout().head_dim));
   kernels::dequantize_kv_row(pages.k_type, pages.k_row(pos, head), kv.layout().head_dim, out.data());
   return out;
+}
+std::vector<float> read_k(const KvCache& kv, int32_t seq, int32_t layer, int64_t pos, int head) {
+  return read_k(kv, seq, layer, pos, head, pos);
 }
 
 std::vector<float> expected_k(const KvLayout& l, int64_t pos, int32_t layer, int head, int salt = 0) {
@@ -303,24 +306,43 @@ TEST(KvCache, RejectsBadForksAndUnpreparedWrites) {
   kv.check_invariants();
 }
 
+// The rule of mixed precision: a query at q reads keys from
+// floor((q + 1 - recent) / 32) * 32 on in f16, at least `recent` of them and
+// whole key tiles of 32; the ring keeps as many rows as one query reads.
+TEST(KvLayout, RecentBeginIsTileAlignedAndDependsOnThePositionOnly) {
+  const KvLayout five = small_layout(4, KvType::Q8, KvType::Q8, 5);
+  for (int64_t q : {0, 4, 5, 35}) EXPECT_EQ(five.recent_begin(q), 0) << q;
+  EXPECT_EQ(five.recent_begin(36), 32);
+  EXPECT_EQ(five.recent_begin(67), 32);
+  EXPECT_EQ(five.recent_begin(68), 64);
+  const KvLayout wide = small_layout(4, KvType::Q4, KvType::F16, 128);
+  EXPECT_EQ(wide.recent_begin(158), 0);
+  EXPECT_EQ(wide.recent_begin(159), 32);
+  EXPECT_EQ(wide.recent_begin(1000), 864);  // 1001 - 128 = 873 -> 864: 137 keys in f16
+  EXPECT_EQ(wide.recent_window(), 128 + 31);
+}
+
 TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
-  // q8 blocks of 4; ring blocks hold floor(block bytes / f16 bytes per token) rows.
+  // q8 blocks of 4; ring blocks hold floor(block bytes / f16 bytes per token)
+  // rows; the ring holds recent + 31 = 36 of them.
   const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);
   EXPECT_EQ(layout.recent_block_rows(), 4 * (4 + 4) / 8);  // = 4
-  EXPECT_EQ(layout.recent_blocks(), 2);
-  EXPECT_EQ(layout.recent_ring_rows(), 8);
-  KvCache kv(layout, 32);
+  EXPECT_EQ(layout.recent_blocks(), 9);
+  EXPECT_EQ(layout.recent_ring_rows(), 36);
+  KvCache kv(layout, 128);
   write_positions(kv, 0, 0, 3);
   EXPECT_EQ(kv.table(0).blocks, (std::vector<int32_t>{0}));
-  EXPECT_EQ(kv.table(0).recent, (std::vector<int32_t>{1, 2}));
-  for (int64_t n = 3; n < 30; ++n) {
-    const kernels::KvView view = kv.view(0, 1);
-    EXPECT_EQ(view.k_recent_begin, std::max<int64_t>(0, n - 5));
-    EXPECT_EQ(view.v_recent_begin, view.k_recent_begin);
+  EXPECT_EQ(kv.table(0).recent, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  // Decoding one position a step: the newest query reads its f16 keys from the ring.
+  for (int64_t n = 3; n < 110; ++n) {
+    const int64_t begin = layout.recent_begin(n - 1);
+    const kernels::KvView view = kv.view(0, 1, n - 1);
+    EXPECT_EQ(view.k_recent_begin, begin);
+    EXPECT_EQ(view.v_recent_begin, begin);
     for (int64_t p = 0; p < n; ++p) {
       const std::vector<float> want = f16_rounded(expected_k(layout, p, 1, 1));
-      const std::vector<float> got = read_k(kv, 0, 1, p, 1);
-      if (p >= n - 5) {
+      const std::vector<float> got = read_k(kv, 0, 1, p, 1, n - 1);
+      if (p >= begin) {
         EXPECT_EQ(got, want) << "pos " << p << " of " << n;
       } else {
         for (int i = 0; i < 4; ++i)
@@ -329,49 +351,51 @@ TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
     }
     write_positions(kv, 0, n, n + 1);
   }
-  // A prefill longer than the ring writes only its newest rows there.
-  write_positions(kv, 1, 0, 23);
-  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 18);
-  for (int64_t p = 18; p < 23; ++p) EXPECT_EQ(read_k(kv, 1, 0, p, 0), f16_rounded(expected_k(layout, p, 0, 0)));
-  // Cutting back: positions the ring lost since read from the q8 blocks.
-  kv.set_length(1, 17);
-  EXPECT_EQ(kv.table(1).recent_from, 15);
-  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 15);
-  for (int64_t p = 15; p < 17; ++p) EXPECT_EQ(read_k(kv, 1, 0, p, 0), f16_rounded(expected_k(layout, p, 0, 0)));
-  write_positions(kv, 1, 17, 19, /*salt=*/3);
-  EXPECT_EQ(kv.view(1, 0).k_recent_begin, 15);
-  EXPECT_EQ(read_k(kv, 1, 0, 18, 0), f16_rounded(expected_k(layout, 18, 0, 0, 3)));
+  // A prefill longer than the ring writes only its newest rows there: 64..99.
+  write_positions(kv, 1, 0, 100);
+  EXPECT_EQ(kv.view(1, 0, 99).k_recent_begin, 64);
+  for (int64_t p = 64; p < 100; ++p) EXPECT_EQ(read_k(kv, 1, 0, p, 0, 99), f16_rounded(expected_k(layout, p, 0, 0)));
+  // Cutting back within what the ring holds keeps reading it.
+  kv.set_length(1, 90);
+  EXPECT_EQ(kv.table(1).recent_from, 64);
+  write_positions(kv, 1, 90, 92, /*salt=*/3);
+  EXPECT_EQ(kv.view(1, 0, 91).k_recent_begin, 64);
+  EXPECT_EQ(read_k(kv, 1, 0, 89, 0, 91), f16_rounded(expected_k(layout, 89, 0, 0)));
+  EXPECT_EQ(read_k(kv, 1, 0, 91, 0, 91), f16_rounded(expected_k(layout, 91, 0, 0, 3)));
   // Fork shares the ring; the first write copies only the ring block it touches.
   kv.fork(1, 2);
   EXPECT_EQ(kv.table(2).recent, kv.table(1).recent);
-  write_positions(kv, 2, 19, 20);
+  write_positions(kv, 2, 92, 93);
   EXPECT_NE(kv.table(2).recent, kv.table(1).recent);
   int shared = 0;
-  for (size_t i = 0; i < 2; ++i) shared += kv.table(2).recent[i] == kv.table(1).recent[i];
-  EXPECT_EQ(shared, 1);
+  for (size_t i = 0; i < 9; ++i) shared += kv.table(2).recent[i] == kv.table(1).recent[i];
+  EXPECT_EQ(shared, 8);
   kv.check_invariants();
   for (int32_t s = 0; s < 3; ++s) kv.free_sequence(s);
-  EXPECT_EQ(kv.pool().n_free(), 32);
+  EXPECT_EQ(kv.pool().n_free(), 128);
 }
 
 TEST(KvCache, CuttingBackReadsFromTheRingEveryRowThatIsStillCurrent) {
-  const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);  // ring of 8 rows, reads the newest 5
-  KvCache kv(layout, 32);
-  write_positions(kv, 0, 0, 23);  // the ring holds positions 15..22
-  kv.set_length(0, 20);           // 15..19 keep their rows
-  EXPECT_EQ(kv.table(0).recent_from, 15);
-  write_positions(kv, 0, 20, 22, /*salt=*/1);
-  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 17);
-  // Positions 5..9 lost their rows to 13..17 long ago: read from q8. Positions
-  // 10.. are written again after the cut, so the ring has them current.
-  kv.set_length(0, 10);
-  EXPECT_EQ(kv.table(0).recent_from, 10);
-  write_positions(kv, 0, 10, 13, /*salt=*/2);
-  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 10);
-  for (int64_t p = 10; p < 13; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1), f16_rounded(expected_k(layout, p, 1, 1, 2)));
-  write_positions(kv, 0, 13, 16, /*salt=*/2);
-  EXPECT_EQ(kv.view(0, 0).k_recent_begin, 11);
-  for (int64_t p = 11; p < 16; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1), f16_rounded(expected_k(layout, p, 1, 1, 2)));
+  const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);  // ring of 36 rows
+  KvCache kv(layout, 64);
+  write_positions(kv, 0, 0, 100);  // the ring holds positions 64..99
+  kv.set_length(0, 80);            // 64..79 keep their rows
+  EXPECT_EQ(kv.table(0).recent_from, 64);
+  write_positions(kv, 0, 80, 82, /*salt=*/1);
+  EXPECT_EQ(kv.view(0, 0, 81).k_recent_begin, 64);
+  EXPECT_EQ(read_k(kv, 0, 1, 64, 1, 81), f16_rounded(expected_k(layout, 64, 1, 1)));
+  EXPECT_EQ(read_k(kv, 0, 1, 81, 1, 81), f16_rounded(expected_k(layout, 81, 1, 1, 1)));
+  // Positions 32..39 lost their rows to 68..75 long ago: a query at 42, which
+  // reads from 32 on in f16, reads them from q8. Positions 40.. are written
+  // again after the cut, so the ring has them current.
+  kv.set_length(0, 40);
+  EXPECT_EQ(kv.table(0).recent_from, 40);
+  write_positions(kv, 0, 40, 43, /*salt=*/2);
+  EXPECT_EQ(kv.view(0, 0, 42).k_recent_begin, 40);
+  for (int64_t p = 40; p < 43; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1, 42), f16_rounded(expected_k(layout, p, 1, 1, 2)));
+  write_positions(kv, 0, 43, 80, /*salt=*/2);
+  EXPECT_EQ(kv.view(0, 0, 79).k_recent_begin, 64);
+  for (int64_t p = 64; p < 80; ++p) EXPECT_EQ(read_k(kv, 0, 1, p, 1, 79), f16_rounded(expected_k(layout, p, 1, 1, 2)));
   kv.check_invariants();
 }
 

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_data.h"
@@ -85,12 +87,21 @@ TEST(NoAllocation, MatmulReusesItsScratch) {
   EXPECT_EQ(g_allocations.load(), before);
 }
 
-// Decode steps inside one KV block (no new block for the sequence's table).
+// Decode steps inside one KV block (no new block for the sequence's table),
+// with f16 KV and with q8 KV plus an f16 ring (the step's f16 copy of K/V).
 TEST(NoAllocation, DecodeStepsAfterTheFirst) {
-  for (const char* name : {"micro-llama-q4_0.gguf", "micro-llama-q6_k.gguf", "micro-llama-f16.gguf"}) {
+  kv::KvFormat mixed;
+  mixed.k_type = mixed.v_type = kernels::KvType::Q8;
+  mixed.recent = 8;
+  const std::pair<const char*, kv::KvFormat> cases[] = {{"micro-llama-q4_0.gguf", {}},
+                                                        {"micro-llama-q6_k.gguf", {}},
+                                                        {"micro-llama-f16.gguf", {}},
+                                                        {"micro-llama-q4_0.gguf", mixed}};
+  for (const auto& [name, format] : cases) {
     const Model model = Model::load(testing::test_data(std::string("fixtures/models/") + name));
     ThreadPool pool(2);
-    kv::KvCache kv(kv_layout_for(model.config()), 8);
+    const kv::KvLayout layout = kv_layout_for(model.config(), format);
+    kv::KvCache kv(layout, 8 + layout.recent_blocks());
     Forward forward(model, pool);
     Batch batch;
     batch.add(1, 0, 0, true);
@@ -103,7 +114,7 @@ TEST(NoAllocation, DecodeStepsAfterTheFirst) {
       batch.add(100 + pos, pos, 0, true);
       forward.run(batch, kv);
     }
-    EXPECT_EQ(g_allocations.load(), before) << name;
+    EXPECT_EQ(g_allocations.load(), before) << name << " recent " << format.recent;
   }
 }
 

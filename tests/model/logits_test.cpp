@@ -252,6 +252,9 @@ TEST(Logits, BadBatchesAreRejectedWithoutTouchingTheCache) {
   Batch gap;
   gap.add(1, 3, 0, true);
   EXPECT_THROW(forward.run(gap, kv), Error);
+  Batch repeated;  // position 1 twice: a step's positions of a sequence are distinct
+  for (int32_t pos : {0, 1, 1, 2}) repeated.add(1, pos, 0, false);
+  EXPECT_THROW(forward.run(repeated, kv), Error);
   Batch too_long;
   for (int i = 0; i < 33; ++i) too_long.add(1, i, 0, false);
   EXPECT_THROW(forward.run(too_long, kv), Error);  // 33 positions need 3 blocks of 16
