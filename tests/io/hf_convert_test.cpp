@@ -23,6 +23,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "io/output_file.h"
 #include "kernels/quants.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -303,7 +304,9 @@ class HfConvert : public ::testing::Test {
     const fs::path out = root_ / (dir.filename().string() + "-" + std::string(dtype_name(type)) + ".gguf");
     HfConvertOptions options;
     options.type = type;
-    const HfConvertResult r = convert_hf_to_gguf(dir, out, options);
+    OutputFile file = OutputFile::create(out);
+    const HfConvertResult r = convert_hf_to_gguf(dir, file, options);
+    file.commit();
     if (result != nullptr) *result = r;
     return out;
   }
@@ -703,7 +706,8 @@ TEST_F(HfConvert, BadFoldersGiveErrorsNamingTheProblem) {
   e = error_of([&] {
     HfConvertOptions o;
     o.type = DType::Q8_K;
-    convert_hf_to_gguf(dir, root_ / "x.gguf", o);
+    OutputFile file = OutputFile::create(root_ / "x.gguf");
+    convert_hf_to_gguf(dir, file, o);
   });
   EXPECT_NE(e.find("q8_K is not an output type"), std::string::npos) << e;
 

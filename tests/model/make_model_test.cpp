@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "io/output_file.h"
 #include "kernels/quants.h"
 #include "model/forward.h"
 #include "model/make_model.h"
@@ -34,7 +35,11 @@ fs::path make_micro(const std::string& name, FileType type, uint64_t seed, int t
   o.vocab_from = vocab;
   ThreadPool pool(threads);
   const fs::path out = temp_file("make_model_" + name);
-  make_model(o, out, pool);
+  {
+    io::OutputFile file = io::OutputFile::create(out);
+    make_model(o, file, pool);
+    file.commit();
+  }
   return out;
 }
 
@@ -280,7 +285,11 @@ TEST(MakeModel, Qwen2FileHasBiasesAndLoads) {
   o.ftype = FileType::Q8_0;
   ThreadPool pool(2);
   const fs::path path = temp_file("make_model_qwen2.gguf");
-  make_model(o, path, pool);
+  {
+    io::OutputFile file = io::OutputFile::create(path);
+    make_model(o, file, pool);
+    file.commit();
+  }
   const io::GgufFile f = io::GgufFile::open(path);
   EXPECT_FALSE(f.get_int("qwen2.vocab_size").has_value());
   EXPECT_FALSE(f.get_int("qwen2.rope.dimension_count").has_value());
@@ -305,7 +314,11 @@ TEST(MakeModel, Llama3RopeFactorsAndTiedOutput) {
   o.ftype = FileType::Q8_0;
   ThreadPool pool(2);
   const fs::path path = temp_file("make_model_llama3.gguf");
-  make_model(o, path, pool);
+  {
+    io::OutputFile file = io::OutputFile::create(path);
+    make_model(o, file, pool);
+    file.commit();
+  }
   const Model model = Model::load(path);
   EXPECT_TRUE(model.config().tied_output);
   ASSERT_TRUE(model.config().rope_freq_factors);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "io/output_file.h"
 #include "kernels/quants.h"
 #include "model/make_model.h"
 #include "model/quant_recipe.h"
@@ -49,7 +50,11 @@ TEST(Quantize, PureMicroLlamaIsByteIdenticalWithLlamaQuantize) {
     QuantizeOptions options;
     options.ftype = *file_type_from_name(type);
     options.pure = true;
-    quantize_gguf(source, out, options, pool);
+    {
+      io::OutputFile file = io::OutputFile::create(out);
+      quantize_gguf(source, file, options, pool);
+      file.commit();
+    }
     const fs::path fixture = test_data("fixtures/models/micro-llama-" + type + ".gguf");
     expect_same_tensors(io::GgufFile::open(out), io::GgufFile::open(fixture));
     EXPECT_TRUE(read_text_file(out) == read_text_file(fixture));
@@ -68,7 +73,11 @@ TEST(Quantize, PureStoriesFallsBackToF16LikeTheFixtures) {
     QuantizeOptions options;
     options.ftype = *file_type_from_name(type);
     options.pure = true;
-    quantize_gguf(source, out, options, pool);
+    {
+      io::OutputFile file = io::OutputFile::create(out);
+      quantize_gguf(source, file, options, pool);
+      file.commit();
+    }
     const io::GgufFile made = io::GgufFile::open(out);
     expect_same_tensors(made, io::GgufFile::open(test_data("fixtures/models/stories260K-" + type + ".gguf")));
     EXPECT_EQ(made.find_tensor("blk.0.ffn_down.weight")->type, DType::F16);
@@ -108,7 +117,11 @@ TEST(Quantize, RequantizesFromQuantizedInput) {
   ThreadPool pool(2);
   QuantizeOptions options;
   options.ftype = FileType::AllF32;
-  quantize_gguf(f16, out, options, pool);
+  {
+    io::OutputFile file = io::OutputFile::create(out);
+    quantize_gguf(f16, file, options, pool);
+    file.commit();
+  }
   const io::GgufFile made = io::GgufFile::open(out);
   const io::GgufTensorInfo& src = *f16.find_tensor("blk.1.ffn_down.weight");
   const io::GgufTensorInfo& dst = *made.find_tensor("blk.1.ffn_down.weight");
