@@ -776,7 +776,7 @@ TEST_F(HfConvert, CommandLineConvertsAndTheResultRuns) {
   EXPECT_NE(r.err.find("generated:"), std::string::npos) << r.err;
 
   r = testing::run_command({testing::tokamak_bin(), "convert", dir.string(), out, "--type", "q9"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_NE(r.err.find("--type: 'q9'"), std::string::npos) << r.err;
   r = testing::run_command({testing::tokamak_bin(), "convert", (root_ / "nothing").string(), out});
   EXPECT_EQ(r.exit_code, 1);
