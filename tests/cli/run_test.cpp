@@ -44,14 +44,25 @@ TEST(Run, SeededLlama2cTopPMatchesLlama2c) {
 }
 
 // The KV flags reach the cache: q8 storage with an f16 window in a budget
-// of 2 MiB keeps llama2.c's greedy story for its first tokens.
+// of 2 MiB keeps llama2.c's greedy story for its first tokens, and the
+// logprobs show the quantized cache (they differ from the f16 cache's once
+// the sequence outgrows the f16 window).
 TEST(Run, KvFlagsChooseTheCacheStorage) {
-  const auto r = run_command({tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"), "--temp", "0",
-                              "-n", "40", "--kv-type", "q8", "--kv-type-v", "q4", "--kv-recent", "16",
-                              "--block-size", "32", "--kv-memory", "2M"});
+  const std::vector<std::string> base = {tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"),
+                                         "--temp", "0", "-n", "120", "--n-probs", "1"};
+  std::vector<std::string> quantized = base;
+  for (const char* a : {"--kv-type", "q8", "--kv-type-v", "q4", "--kv-recent", "16", "--block-size", "32",
+                        "--kv-memory", "2M"}) {
+    quantized.push_back(a);
+  }
+  const auto r = run_command(quantized);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected = read_text_file(test_data(kStories + "expected_greedy_t0_n200.txt"));
   EXPECT_EQ(r.out.substr(0, 60), expected.substr(0, 60));
+  const auto f16 = run_command(base);
+  ASSERT_EQ(f16.exit_code, 0) << f16.err;
+  const auto table = [](const std::string& err) { return err.substr(0, err.find("\n\nprompt tokens")); };
+  EXPECT_NE(table(r.err), table(f16.err)) << "the KV flags changed nothing";
 }
 
 TEST(Run, SameSeedSameText) {
@@ -62,6 +73,9 @@ TEST(Run, SameSeedSameText) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_FALSE(a.out.empty());
+  std::vector<std::string> other = argv;
+  other[other.size() - 3] = "43";  // --seed 43
+  EXPECT_NE(run_command(other).out, a.out) << "--seed changed nothing";
 }
 
 // ---------------------------------------------------------- stop strings
