@@ -217,12 +217,14 @@ void Scheduler::commit(const ScheduledStep& step) {
     s.n_computed = c.begin + c.count;
     if (!options_.enable_prefix_caching) continue;
     // Register the blocks this chunk filled (a no-op for a block that has a
-    // key, or whose key another block took first).
+    // key, or whose key another block took first). The keys may run ahead of
+    // the computed blocks: admission keys the whole prompt for its lookup.
     const int64_t bs = kv_.layout().format.block_size;
     extend_keys(s, s.n_computed);
     const std::vector<int32_t>& blocks = kv_.table(c.seq).blocks;
-    for (size_t b = static_cast<size_t>(c.begin / bs); b < s.block_keys.size(); ++b) {
-      kv_.pool().register_key(blocks[b], s.block_keys[b]);
+    const size_t full = static_cast<size_t>(s.n_computed / bs);
+    for (size_t b = static_cast<size_t>(c.begin / bs); b < full; ++b) {
+      kv_.pool().register_key(blocks.at(b), s.block_keys.at(b));
     }
   }
 }

@@ -178,6 +178,13 @@ TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokens) {
   Engine e(model_, tokenizer_, o);
   expect_same(e.generate(rs), want);
   EXPECT_GT(e.stats().prefix_hit_tokens, 32 * 16);
+  // Chunked prompts register their blocks as each chunk fills them.
+  o.max_num_batched_tokens = 7;
+  Engine chunked(model_, tokenizer_, o);
+  expect_same(chunked.generate(rs), want);
+  EXPECT_GT(chunked.stats().prefix_hit_tokens, 32 * 16);
+  chunked.scheduler().check_invariants();
+  o.max_num_batched_tokens = 512;
   // And preempted requests recompute from the cache.
   o.kv_memory.bytes = kv_layout_for(model_.config(), o.kv_format).block_bytes() * 24;
   o.max_num_seqs = 32;
