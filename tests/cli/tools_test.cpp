@@ -95,6 +95,27 @@ TEST(BenchCli, JsonLinesHaveTheKeys) {
   }
 }
 
+// One repetition: the printed roofline is the measured bandwidth over the
+// weights' bytes, and its percentage is 100 x speed / roofline (the JSON's
+// own numbers, so a wrong unit or factor in the printing shows).
+TEST(BenchCli, OneRepetitionsRooflineIsBandwidthOverWeights) {
+  const auto r = run_command({tokamak_bin(), "bench", "-m", test_data("fixtures/models/micro-llama-q4_0.gguf"), "-p",
+                              "16", "-n", "4", "-r", "1", "-t", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("test") != "tg4") continue;
+    const double bw = j.at("bandwidth_gbs").get<double>() * 1e9;
+    const double roofline = j.at("roofline_tokens_per_s").get<double>();
+    EXPECT_NEAR(roofline, bw / j.at("weight_bytes").get<double>(), roofline * 1e-9);
+    const double percent = j.at("roofline_percent").get<double>();
+    EXPECT_NEAR(percent, 100.0 * j.at("tokens_per_s").get<double>() / roofline, percent * 1e-9);
+    return;
+  }
+  FAIL() << "no tg4 line in " << r.out;
+}
+
 // --ctx adds a decode test per context length; each JSON line names its ctx
 // and the KV storage.
 TEST(BenchCli, ContextLengthsGiveOneDecodeTestEach) {
