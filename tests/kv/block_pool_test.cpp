@@ -404,25 +404,47 @@ TEST(KvCache, RandomOperationsKeepInvariantsAndEndWithEveryBlockFree) {
     KvCache kv(layout, 64);
     std::mt19937 rng(7);
     constexpr int32_t kSeqs = 8;
+    // A shadow of what each sequence holds: the salt each position was last
+    // written with. With f32 storage every row read back must be that row
+    // exactly (a copy-on-write from the wrong block, a fork that shares the
+    // wrong table, a cut that loses rows would all show).
+    const bool exact = layout.format.k_type == KvType::F32 && layout.format.recent == 0;
+    std::vector<std::vector<int>> salts(kSeqs);
     for (int step = 0; step < 3000; ++step) {
       const int32_t seq = static_cast<int32_t>(rng() % kSeqs);
       const int op = static_cast<int>(rng() % 10);
       try {
         if (op == 0) {
           kv.free_sequence(seq);
+          salts[static_cast<size_t>(seq)].clear();
         } else if (op == 1) {
           const int32_t dst = static_cast<int32_t>(rng() % kSeqs);
-          if (dst != seq && kv.table(dst).blocks.empty() && kv.table(dst).recent.empty()) kv.fork(seq, dst);
+          if (dst != seq && kv.table(dst).blocks.empty() && kv.table(dst).recent.empty()) {
+            kv.fork(seq, dst);
+            salts[static_cast<size_t>(dst)] = salts[static_cast<size_t>(seq)];
+          }
         } else if (op == 2) {
           kv.set_length(seq, kv.length(seq) / 2);
+          salts[static_cast<size_t>(seq)].resize(static_cast<size_t>(kv.length(seq)));
         } else {
           const int64_t len = kv.length(seq);
-          write_positions(kv, seq, len, len + static_cast<int64_t>(rng() % 9));
+          const int64_t end = len + static_cast<int64_t>(rng() % 9);
+          write_positions(kv, seq, len, end, step);
+          salts[static_cast<size_t>(seq)].resize(static_cast<size_t>(end), step);
         }
       } catch (const Error&) {  // pool full: drop the sequence
         kv.free_sequence(seq);
+        salts[static_cast<size_t>(seq)].clear();
       }
       kv.check_invariants();
+      if (!exact) continue;
+      for (int32_t s = 0; s < kSeqs; ++s) {
+        ASSERT_EQ(kv.length(s), static_cast<int64_t>(salts[static_cast<size_t>(s)].size())) << "step " << step;
+        for (int64_t p = 0; p < kv.length(s); ++p) {
+          const int salt = salts[static_cast<size_t>(s)][static_cast<size_t>(p)];
+          ASSERT_EQ(read_k(kv, s, 1, p, 1), expected_k(layout, p, 1, 1, salt)) << "step " << step << " seq " << s;
+        }
+      }
     }
     for (int32_t s = 0; s < kSeqs; ++s) kv.free_sequence(s);
     EXPECT_EQ(kv.pool().n_free(), 64);
