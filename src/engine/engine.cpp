@@ -150,6 +150,20 @@ struct Completion {
   FinishReason finish = FinishReason::None;
 };
 
+// Completion `index` of a request, its sampler having seen the prompt (prompt
+// tokens count for penalties). Throws Error for invalid sampling parameters.
+static std::unique_ptr<Completion> new_completion(const Tokenizer& tokenizer, int32_t n_vocab, const GenerationParams& p,
+                                                  uint64_t seed, const std::vector<int32_t>& prompt, int32_t index) {
+  auto c = std::make_unique<Completion>(
+      Completion{-1, nullptr, TextStream(tokenizer, prompt.back()), StopStringMatcher(p.stop)});
+  sampling::SamplingParams sp = p.sampling;
+  sp.seed = completion_seed(seed, index);
+  sp.n_probs = p.logprobs ? p.sampling.n_probs : 0;
+  c->sampler = sampling::make_sampler(sp, n_vocab);
+  for (int32_t t : prompt) c->sampler->accept(t);
+  return c;
+}
+
 struct Engine::RequestState {
   int64_t id = 0;
   std::vector<int32_t> prompt;
@@ -231,13 +245,7 @@ int64_t Engine::add_request(const Request& request) {
   }
   r->seed = sampling::resolve_seed(p.sampling.seed);
   // Completion 0 now (validating the parameters); the others at the fork.
-  auto c = std::make_unique<Completion>(Completion{-1, nullptr, TextStream(tokenizer_, prompt.back()),
-                                                    StopStringMatcher(r->params.stop)});
-  sampling::SamplingParams sp = p.sampling;
-  sp.seed = r->seed;
-  sp.n_probs = p.logprobs ? p.sampling.n_probs : 0;
-  c->sampler = sampling::make_sampler(sp, n_vocab);
-  for (int32_t t : prompt) c->sampler->accept(t);  // prompt tokens count for penalties
+  auto c = new_completion(tokenizer_, n_vocab, r->params, r->seed, prompt, 0);
   r->prompt = prompt;
   c->seq = scheduler_.add(r->id, 0, std::move(prompt), request.priority, request.arrival_time.value_or(now()));
   r->completions.push_back(std::move(c));
@@ -318,13 +326,7 @@ void Engine::finish_completion(RequestState& r, int32_t index, StopReason why, R
 void Engine::fork_completions(RequestState& r) {
   const SeqId parent = r.completions[0]->seq;
   for (int32_t i = 1; i < r.params.n; ++i) {
-    auto c = std::make_unique<Completion>(Completion{-1, nullptr, TextStream(tokenizer_, r.prompt.back()),
-                                                      StopStringMatcher(r.params.stop)});
-    sampling::SamplingParams sp = r.params.sampling;
-    sp.seed = completion_seed(r.seed, i);
-    sp.n_probs = r.params.logprobs ? r.params.sampling.n_probs : 0;
-    c->sampler = sampling::make_sampler(sp, model_.config().n_vocab);
-    for (int32_t t : r.prompt) c->sampler->accept(t);
+    auto c = new_completion(tokenizer_, model_.config().n_vocab, r.params, r.seed, r.prompt, i);
     c->seq = scheduler_.fork(parent, i);
     r.completions.push_back(std::move(c));
   }

@@ -44,14 +44,19 @@ void Scheduler::remove(std::vector<SeqId>& queue, SeqId seq) {
   if (it != queue.end()) queue.erase(it);
 }
 
-SeqId Scheduler::add(int64_t request_id, int32_t index, std::vector<int32_t> prompt, int32_t priority,
-                     double arrival) {
-  if (prompt.empty()) throw Error("scheduler: empty prompt for request " + std::to_string(request_id));
+SeqId Scheduler::free_slot() {
   // The lowest free slot: ids stay small and dense (the KV cache and the
   // forward pass index per-sequence state by id).
   SeqId id = 0;
   while (static_cast<size_t>(id) < slots_.size() && slots_[static_cast<size_t>(id)]) ++id;
   if (static_cast<size_t>(id) == slots_.size()) slots_.emplace_back();
+  return id;
+}
+
+SeqId Scheduler::add(int64_t request_id, int32_t index, std::vector<int32_t> prompt, int32_t priority,
+                     double arrival) {
+  if (prompt.empty()) throw Error("scheduler: empty prompt for request " + std::to_string(request_id));
+  const SeqId id = free_slot();
   auto s = std::make_unique<Sequence>();
   s->id = id;
   s->request_id = request_id;
@@ -69,9 +74,7 @@ SeqId Scheduler::add(int64_t request_id, int32_t index, std::vector<int32_t> pro
 SeqId Scheduler::fork(SeqId src, int32_t index) {
   const Sequence& parent = sequence(src);
   if (parent.status != SeqStatus::Running) throw Error("scheduler: fork of sequence " + std::to_string(src) + ", which is not running");
-  SeqId id = 0;
-  while (static_cast<size_t>(id) < slots_.size() && slots_[static_cast<size_t>(id)]) ++id;
-  if (static_cast<size_t>(id) == slots_.size()) slots_.emplace_back();
+  const SeqId id = free_slot();
   auto s = std::make_unique<Sequence>(parent);
   s->id = id;
   s->index = index;

@@ -118,6 +118,7 @@ class Scheduler {
 
  private:
   bool before(SeqId a, SeqId b) const;  // scheduling order
+  SeqId free_slot();                    // the lowest id without a sequence (slots_ grows by one if none)
   void insert_ordered(std::vector<SeqId>& queue, SeqId seq);
   void remove(std::vector<SeqId>& queue, SeqId seq);
   // Frees the KV of the last running sequence in order, drops its chunk from
