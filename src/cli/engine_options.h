@@ -19,7 +19,7 @@ inline constexpr OptionSpec kEngineOptions[] = {
     {"--max-num-seqs", "N", "sequences running at once (default 256)"},
     {"--max-num-batched-tokens", "N", "tokens per step: decodes plus prompt chunks (default 2048)"},
     {"--enable-prefix-caching", "", "reuse the KV of prompt prefixes seen before (the default)"},
-    {"--no-prefix-caching", "", "compute every prompt in full"},
+    {"--no-prefix-caching,--no-enable-prefix-caching", "", "compute every prompt in full"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"--kv-memory", "BYTES|PCT",
      "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: max-num-seqs sequences of "

@@ -296,6 +296,7 @@ RequestOutput& Engine::output_for(const RequestState& r, std::vector<RequestOutp
   RequestOutput& o = outputs.emplace_back();
   o.request_id = r.id;
   o.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  o.last_prompt_token = r.prompt.back();
   return o;
 }
 

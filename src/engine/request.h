@@ -84,6 +84,7 @@ struct CompletionDelta {
 struct RequestOutput {
   int64_t request_id = 0;
   int64_t prompt_tokens = 0;
+  int32_t last_prompt_token = -1;            // the first generated token's predecessor (decode_piece's prev)
   std::vector<CompletionDelta> completions;  // the completions that changed this step
   bool finished = false;                     // every completion has finished
 };

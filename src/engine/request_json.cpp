@@ -40,7 +40,7 @@ std::string number_text(double x) {
 }
 
 [[noreturn]] void fail(std::string_view field, const Json& v, std::string_view why) {
-  throw Error(std::string(field) + " = " + shown(v) + " " + std::string(why));
+  throw RequestFieldError(std::string(field), std::string(field) + " = " + shown(v) + " " + std::string(why));
 }
 
 double number(const Json& v, std::string_view field, double lo, double hi) {
@@ -94,7 +94,7 @@ void set_messages(const Json& v, Request& r) {
     if (!m.is_object()) fail(at, m, "is not an object with \"role\" and \"content\"");
     for (const char* key : {"role", "content"}) {
       const auto it = m.find(key);
-      if (it == m.end()) throw Error(at + " has no \"" + key + "\"");
+      if (it == m.end()) throw RequestFieldError(at, at + " has no \"" + key + "\"");
       if (!it->is_string()) fail(at + "." + key, *it, "is not a string");
     }
   }
@@ -119,7 +119,7 @@ void set_logit_bias(const Json& v, Request& r) {
     const std::string at = "logit_bias[\"" + key + "\"]";
     int64_t id = -1;
     if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(key);
-    if (id < 0 || id > kMaxInt32) throw Error("logit_bias: key \"" + key + "\" is not a token id");
+    if (id < 0 || id > kMaxInt32) throw RequestFieldError("logit_bias", "logit_bias: key \"" + key + "\" is not a token id");
     r.params.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(number(bias, at, -100, 100)));
   }
 }
@@ -148,6 +148,10 @@ const Field kFields[] = {
     {"messages", "list of {\"role\": string, \"content\": string}, rendered with the model's chat template", set_messages},
     {"max_tokens", "integer >= 1; default: until max_model_len",
      [](const Json& v, Request& r) { r.params.max_tokens = static_cast<int32_t>(integer(v, "max_tokens", 1, kMaxInt32)); }},
+    {"max_completion_tokens", "integer >= 1: the chat API's newer name of max_tokens",
+     [](const Json& v, Request& r) {
+       r.params.max_tokens = static_cast<int32_t>(integer(v, "max_completion_tokens", 1, kMaxInt32));
+     }},
     {"temperature", "number in [0, 2]; 0 = greedy; default 1",
      [](const Json& v, Request& r) { r.params.sampling.temperature = static_cast<float>(number(v, "temperature", 0, 2)); }},
     {"top_p", "number in [0, 1]; default 1 (off)",
@@ -192,6 +196,10 @@ const Field kFields[] = {
      [](const Json& v, Request& r) {
        r.params.sampling.n_probs = static_cast<int>(integer(v, "top_logprobs", 0, kMaxTopLogprobs));
      }},
+    {"user", "string: the end user's id (accepted, not used)",
+     [](const Json& v, Request&) {
+       if (!v.is_string()) fail("user", v, "is not a string");
+     }},
     {"priority", "integer; lower runs first; default 0",
      [](const Json& v, Request& r) {
        r.priority = static_cast<int32_t>(integer(v, "priority", std::numeric_limits<int32_t>::min(), kMaxInt32));
@@ -213,7 +221,7 @@ std::string field_names() {
 
 }  // namespace
 
-Request request_from_object(const Json& object) {
+Request request_from_object(const Json& object, UnknownFields unknown) {
   if (!object.is_object()) throw Error("a request must be a JSON object, not " + shown(object));
   Request r;
   // The OpenAI API's defaults, where tokamak's SamplingParams has llama.cpp's.
@@ -226,22 +234,23 @@ Request request_from_object(const Json& object) {
   bool has_prompt = false;
   for (const auto& [key, value] : object.items()) {
     const Field* f = find_field(key);
-    if (f == nullptr) throw Error("unknown field \"" + key + "\" (known: " + field_names() + ")");
+    if (f == nullptr && unknown == UnknownFields::Ignore) continue;
+    if (f == nullptr) throw RequestFieldError(key, "unknown field \"" + key + "\" (known: " + field_names() + ")");
     if (value.is_null()) continue;
     if (key == "prompt" || key == "messages") {
-      if (has_prompt) throw Error("give either prompt or messages, not both");
+      if (has_prompt) throw RequestFieldError(key, "give either prompt or messages, not both");
       has_prompt = true;
     }
     f->apply(value, r);
   }
   if (!has_prompt) throw Error("the request has neither prompt nor messages");
   if (s.n_probs > 0 && !r.params.logprobs) {
-    throw Error("top_logprobs = " + std::to_string(s.n_probs) + " needs \"logprobs\": true");
+    throw RequestFieldError("top_logprobs", "top_logprobs = " + std::to_string(s.n_probs) + " needs \"logprobs\": true");
   }
   return r;
 }
 
-Request request_from_json(std::string_view text) {
+Json parse_json_text(std::string_view text) {
   // The parser is iterative, but destroying or printing a value recurses:
   // cap the depth while parsing.
   const Json::parser_callback_t depth_guard = [](int depth, Json::parse_event_t, Json&) {
@@ -258,7 +267,11 @@ Request request_from_json(std::string_view text) {
     const size_t at = what.find("] ");
     throw Error("not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
-  return request_from_object(object);
+  return object;
+}
+
+Request request_from_json(std::string_view text, UnknownFields unknown) {
+  return request_from_object(parse_json_text(text), unknown);
 }
 
 std::vector<std::string> request_json_fields() {

@@ -14,23 +14,44 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "engine/request.h"
 
 namespace tokamak::engine {
 
-// Parses one JSON text (a JSONL line). Throws tokamak::Error naming the field
-// and the value ("temperature = -1 is outside [0, 2]"), or where the JSON is
-// malformed ("not valid JSON: parse error at line 1, column 12: ..."). Nesting
-// more than 32 levels below the top-level value is an error (it bounds the
-// recursion any input can cause).
-Request request_from_json(std::string_view text);
+// A field with a wrong type or value; field() is its name ("temperature",
+// "messages[2].content"), what() names it and the value.
+class RequestFieldError : public Error {
+ public:
+  RequestFieldError(std::string field, const std::string& message) : Error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// A field the table does not know: an error for `tokamak batch` (a typo would
+// silently change the run), ignored by the server (as the OpenAI API does, so
+// clients that send newer fields keep working).
+enum class UnknownFields { Reject, Ignore };
+
+// Parses one JSON text (a JSONL line). Throws RequestFieldError naming the
+// field and the value ("temperature = -1 is outside [0, 2]"), tokamak::Error
+// where the JSON is malformed ("not valid JSON: parse error at line 1, column
+// 12: ...") or the request as a whole is wrong (no prompt). Nesting more than
+// 32 levels below the top-level value is an error (it bounds the recursion any
+// input can cause).
+Request request_from_json(std::string_view text, UnknownFields unknown = UnknownFields::Reject);
+// Parses JSON text with the depth limit above; throws tokamak::Error.
+nlohmann::ordered_json parse_json_text(std::string_view text);
 // The same for a value parsed already (an HTTP body); it must be an object.
-Request request_from_object(const nlohmann::ordered_json& object);
+Request request_from_object(const nlohmann::ordered_json& object, UnknownFields unknown = UnknownFields::Reject);
 
 // One line per accepted field, "name: type, range; default", for help texts.
 std::vector<std::string> request_json_fields();
