@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "engine/bench_serve.h"
 #include "engine/engine.h"
+#include "server/bench_client.h"
 
 namespace tokamak::cli {
 namespace {
@@ -34,6 +35,10 @@ constexpr OptionSpec kBenchServeOptions[] = {
     {"--seed", "S", "seed of the workload: lengths, prompt tokens, sampling (default 1)"},
     {"--temp", "T", "sampling temperature; 0 = greedy (default 0)"},
     {"--json", "", "print one JSON object instead of the table"},
+    {"--url", "URL", "drive a running OpenAI-compatible server (http://HOST:PORT) over streaming HTTP instead of an "
+                     "Engine in this process; -m gives the vocabulary for the prompts"},
+    {"--api-key", "KEY", "with --url: the server's API key (also $TOKAMAK_API_KEY)"},
+    {"--served-model-name", "NAME", "with --url: the \"model\" field of the requests (default: left out)"},
 };
 
 // "L" or "L:S" with 0 <= L, S <= 2^20.
@@ -54,12 +59,70 @@ engine::LengthRange parse_length(const std::string& flag, const std::string& tex
   return {number(text.substr(0, colon)), number(text.substr(colon + 1))};
 }
 
+void print_common(const engine::ServeBenchResult& r) {
+  std::printf("%-26s %.2f s\n", "duration", r.seconds);
+  std::printf("%-26s %lld prompt, %lld output\n", "tokens", static_cast<long long>(r.prompt_tokens),
+              static_cast<long long>(r.output_tokens));
+  std::printf("%-26s %.2f\n", "requests/s", r.requests_per_s);
+  std::printf("%-26s %.1f\n", "output tokens/s", r.output_tokens_per_s);
+  std::printf("%-26s %.1f\n", "total tokens/s", r.total_tokens_per_s);
+  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "TTFT ms", r.ttft_ms.p50, r.ttft_ms.p90, r.ttft_ms.p99);
+  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "inter-token latency ms", r.itl_ms.p50, r.itl_ms.p90,
+              r.itl_ms.p99);
+  std::printf("%-26s %lld\n", "preemptions", static_cast<long long>(r.preemptions));
+  std::printf("%-26s %.1f%%\n", "prefix-cache hit rate", 100.0 * r.prefix_hit_rate);
+}
+
 nlohmann::ordered_json percentiles_json(const engine::LatencyPercentiles& p) {
   return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
 }
 
 std::string range_text(const engine::LengthRange& r) {
   return r.spread > 0 ? std::to_string(r.mean) + "±" + std::to_string(r.spread) : std::to_string(r.mean);
+}
+
+// The figures both modes measure: throughput and client-side latency.
+nlohmann::ordered_json common_json(const engine::ServeBenchResult& r, const engine::ServeBenchOptions& bench) {
+  return {{"requests", r.requests},
+          {"concurrency", bench.concurrency},
+          {"seed", bench.seed},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"seconds", r.seconds},
+          {"output_tokens_per_s", r.output_tokens_per_s},
+          {"total_tokens_per_s", r.total_tokens_per_s},
+          {"requests_per_s", r.requests_per_s},
+          {"ttft_ms", percentiles_json(r.ttft_ms)},
+          {"itl_ms", percentiles_json(r.itl_ms)},
+          {"preemptions", r.preemptions},
+          {"prefix_hit_rate", r.prefix_hit_rate}};
+}
+
+// --url: the same workload against a live server (server/bench_client.h).
+int bench_url(const ParsedArgs& args, const std::string& url, const Model& model,
+              const std::filesystem::path& model_path, const engine::ServeBenchOptions& bench) {
+  server::HttpBenchTarget target;
+  target.url = url;
+  const char* env_key = std::getenv("TOKAMAK_API_KEY");
+  target.api_key = args.get_or("--api-key", env_key != nullptr ? env_key : "");
+  target.model = args.get_or("--served-model-name", "");
+  const int32_t max_model_len = engine::default_max_model_len(
+      model, static_cast<int32_t>(args.get_int("--max-model-len", 0, 1, 1 << 24)));
+  const engine::ServeBenchResult r =
+      server::run_http_serve_bench(target, bench, model.config().n_vocab, max_model_len);
+  if (args.has("--json")) {
+    nlohmann::ordered_json j = {{"url", url}, {"model", model_path.filename().string()}};
+    j.update(common_json(r, bench));
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("bench-serve: %s, vocabulary of %s; %d requests, concurrency %d, prompt %s (+%d shared), output %s "
+              "tokens, seed %llu\n\n",
+              url.c_str(), model_path.filename().string().c_str(), r.requests, bench.concurrency,
+              range_text(bench.prompt_len).c_str(), bench.shared_prefix, range_text(bench.output_len).c_str(),
+              static_cast<unsigned long long>(bench.seed));
+  print_common(r);
+  return 0;
 }
 
 int bench_serve_main(int argc, char** argv) {
@@ -87,6 +150,9 @@ int bench_serve_main(int argc, char** argv) {
 
   const std::filesystem::path model_path = resolve_model_path(args);
   const Model model = Model::load(model_path);
+  if (const std::optional<std::string> url = args.get("--url")) {
+    return bench_url(args, *url, model, model_path, bench);
+  }
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   engine::Engine engine(model, tokenizer, engine_options);
   const engine::ServeBenchResult r = engine::run_serve_bench(engine, bench);
@@ -94,28 +160,13 @@ int bench_serve_main(int argc, char** argv) {
   const engine::EngineOptions& eo = engine.options();
   const int32_t n_blocks = engine.kv_cache().pool().n_blocks();
   if (args.has("--json")) {
-    const nlohmann::ordered_json j = {
-        {"model", model_path.filename().string()},
-        {"requests", r.requests},
-        {"concurrency", bench.concurrency},
-        {"seed", bench.seed},
-        {"threads", eo.threads},
-        {"prompt_tokens", r.prompt_tokens},
-        {"output_tokens", r.output_tokens},
-        {"seconds", r.seconds},
-        {"output_tokens_per_s", r.output_tokens_per_s},
-        {"total_tokens_per_s", r.total_tokens_per_s},
-        {"requests_per_s", r.requests_per_s},
-        {"ttft_ms", percentiles_json(r.ttft_ms)},
-        {"itl_ms", percentiles_json(r.itl_ms)},
-        {"peak_kv_usage", r.peak_kv_usage},
-        {"kv_blocks", n_blocks},
-        {"preemptions", r.preemptions},
-        {"prefix_hit_rate", r.prefix_hit_rate},
-        {"steps", r.steps},
-        {"overhead_fraction", r.overhead_fraction},
-        {"kv_waste", r.kv_waste},
-    };
+    nlohmann::ordered_json j = {{"model", model_path.filename().string()}, {"threads", eo.threads}};
+    j.update(common_json(r, bench));
+    j.update(nlohmann::ordered_json{{"peak_kv_usage", r.peak_kv_usage},
+                                    {"kv_blocks", n_blocks},
+                                    {"steps", r.steps},
+                                    {"overhead_fraction", r.overhead_fraction},
+                                    {"kv_waste", r.kv_waste}});
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -128,18 +179,9 @@ int bench_serve_main(int argc, char** argv) {
               "of %d tokens\n\n",
               eo.max_model_len, eo.max_num_seqs, eo.max_num_batched_tokens, eo.enable_prefix_caching ? "on" : "off",
               n_blocks, eo.kv_format.block_size);
-  std::printf("%-26s %.2f s (%lld steps)\n", "duration", r.seconds, static_cast<long long>(r.steps));
-  std::printf("%-26s %lld prompt, %lld output\n", "tokens", static_cast<long long>(r.prompt_tokens),
-              static_cast<long long>(r.output_tokens));
-  std::printf("%-26s %.2f\n", "requests/s", r.requests_per_s);
-  std::printf("%-26s %.1f\n", "output tokens/s", r.output_tokens_per_s);
-  std::printf("%-26s %.1f\n", "total tokens/s", r.total_tokens_per_s);
-  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "TTFT ms", r.ttft_ms.p50, r.ttft_ms.p90, r.ttft_ms.p99);
-  std::printf("%-26s p50 %.1f  p90 %.1f  p99 %.1f\n", "inter-token latency ms", r.itl_ms.p50, r.itl_ms.p90,
-              r.itl_ms.p99);
+  std::printf("%-26s %lld steps\n", "engine steps", static_cast<long long>(r.steps));
+  print_common(r);
   std::printf("%-26s %.1f%%\n", "peak KV use", 100.0 * r.peak_kv_usage);
-  std::printf("%-26s %lld\n", "preemptions", static_cast<long long>(r.preemptions));
-  std::printf("%-26s %.1f%%\n", "prefix-cache hit rate", 100.0 * r.prefix_hit_rate);
   std::printf("%-26s %.2f%% of step time\n", "outside the forward pass", 100.0 * r.overhead_fraction);
   std::printf("%-26s %.2f%% of held slots\n", "KV waste", 100.0 * r.kv_waste);
   return 0;

@@ -45,10 +45,6 @@ uint64_t prefix_salt(const Model& model, const kv::KvFormat& f) {
   return h;
 }
 
-int32_t default_max_model_len(const Model& model, int32_t requested) {
-  if (requested < 0) throw Error("max_model_len must be positive, got " + std::to_string(requested));
-  return requested > 0 ? requested : std::min(model.config().n_ctx_train, 4096);
-}
 
 EngineOptions resolved(const Model& model, EngineOptions o) {
   o.max_model_len = default_max_model_len(model, o.max_model_len);
@@ -204,6 +200,11 @@ std::vector<int32_t> Engine::tokenize_prompt(const Prompt& prompt) const {
     return tokenizer_.encode(rendered, add_bos, /*parse_special=*/true);
   }
   return tokenizer_.encode(prompt.text, tokenizer_.add_bos());
+}
+
+int32_t default_max_model_len(const Model& model, int32_t requested) {
+  if (requested < 0) throw Error("max_model_len must be positive, got " + std::to_string(requested));
+  return requested > 0 ? requested : std::min(model.config().n_ctx_train, 4096);
 }
 
 int64_t Engine::add_request(const Request& request) {

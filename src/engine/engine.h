@@ -64,6 +64,10 @@ struct EngineStats {
   double step_seconds = 0.0;     // the whole of step(): scheduling, forward, sampling, detokenizing
 };
 
+// max_model_len as an Engine resolves it: `requested`, or for 0 the model's
+// training context, at most 4096.
+int32_t default_max_model_len(const Model& model, int32_t requested);
+
 class Engine {
  public:
   // Keeps references to model and tokenizer (both outlive the Engine); the
