@@ -101,6 +101,7 @@ int serve_main(int argc, char** argv) {
   std::fprintf(stderr, "%s: finishing running requests (at most %g s), refusing new ones\n",
                signal == SIGINT ? "SIGINT" : "SIGTERM", shutdown_timeout);
   worker.shutdown(shutdown_timeout);
+  http.drain(5.0);  // the streams' last chunks, usage and [DONE]
   http.stop();
   std::fprintf(stderr, "stopped\n");
   return 0;

@@ -229,6 +229,11 @@ int64_t Engine::add_request(const Request& request) {
     throw Error("the prompt has " + std::to_string(len) + " tokens; the KV pool holds only " +
                 std::to_string(kv_.pool().n_blocks() * bs) + " (raise --kv-memory)");
   }
+  if (p.max_tokens_must_fit && p.max_tokens > 0 && len + p.max_tokens > options_.max_model_len) {
+    throw Error("the prompt has " + std::to_string(len) + " tokens and max_tokens = " + std::to_string(p.max_tokens) +
+                ": " + std::to_string(len + p.max_tokens) + " tokens, over the context size max_model_len = " +
+                std::to_string(options_.max_model_len) + " (lower max_tokens or shorten the prompt)");
+  }
   if (p.n < 1 || p.n > 1024) throw Error("n = " + std::to_string(p.n) + " is outside [1, 1024]");
   if (p.max_tokens < -1 || p.max_tokens == 0) {
     throw Error("max_tokens = " + std::to_string(p.max_tokens) + " must be positive (or -1: until max_model_len)");

@@ -34,6 +34,10 @@ struct GenerationParams {
   bool ignore_eos = false;            // EOS / end-of-turn tokens do not end the completion
   bool logprobs = false;              // report the chosen token's logprob (and sampling.n_probs best)
   bool stop_at_bos = false;           // llama2.c checkpoints end at BOS, as run.c does
+  // The OpenAI API's rule (vLLM's too): a prompt plus max_tokens beyond
+  // max_model_len is refused at add_request. Off: the completion ends
+  // ("length") when the sequence reaches max_model_len.
+  bool max_tokens_must_fit = false;
 };
 
 // The prompt in one of three forms; exactly one is used, in this order:

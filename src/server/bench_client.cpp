@@ -55,6 +55,7 @@ std::unique_ptr<httplib::Client> make_client(const HttpBenchTarget& target) {
   if (!client->is_valid()) throw Error("bench-serve: --url " + target.url + " is not an http:// address");
   client->set_read_timeout(600, 0);
   client->set_keep_alive(true);
+  client->set_tcp_nodelay(true);
   return client;
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/connection_pool.h"
 #include "server/engine_worker.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -28,9 +29,17 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(json_text(e.to_json()), "application/json");
 }
 
+// Counts an API request as active while its handler runs.
+struct ActiveScope {
+  std::atomic<int64_t>& active;
+  explicit ActiveScope(std::atomic<int64_t>& a) : active(a) { ++active; }
+  ~ActiveScope() { --active; }
+};
+
 // Runs a route; its ApiErrors become their status and body, anything else a 500.
-Handler guarded(Handler handler) {
-  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+Handler guarded(std::atomic<int64_t>& active, Handler handler) {
+  return [&active, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    const ActiveScope scope(active);
     try {
       handler(req, res);
     } catch (const ApiError& e) {
@@ -102,8 +111,11 @@ bool write_stream(StreamState& s, httplib::DataSink& sink) {
 HttpServer::HttpServer(ServerOptions options, Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
   const size_t threads = static_cast<size_t>(options_.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->new_task_queue = [threads] { return new ConnectionPool(threads); };
   http_->set_payload_max_length(options_.max_request_bytes);
+  // A chunk per token: without TCP_NODELAY, Nagle's algorithm holds a small
+  // write back until the previous one is acknowledged (delayed ACK: ~40 ms).
+  http_->set_tcp_nodelay(true);
   install_routes();
 }
 
@@ -129,6 +141,13 @@ void HttpServer::start() {
 void HttpServer::attach(const engine::Engine& engine, EngineWorker& worker) {
   backend_storage_ = std::make_unique<Backend>(Backend{engine, worker});
   backend_.store(backend_storage_.get());
+}
+
+void HttpServer::drain(double timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  while (active_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void HttpServer::stop() {
@@ -191,7 +210,7 @@ void HttpServer::install_routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
-  http.Get("/v1/models", guarded([this, &served](const httplib::Request&, httplib::Response& res) {
+  http.Get("/v1/models", guarded(active_, [this, &served](const httplib::Request&, httplib::Response& res) {
              const Backend& b = backend();
              const Json model = {{"id", served},
                                  {"object", "model"},
@@ -203,7 +222,7 @@ void HttpServer::install_routes() {
 
   for (const Endpoint endpoint : {Endpoint::Completions, Endpoint::ChatCompletions}) {
     const char* path = endpoint == Endpoint::Completions ? "/v1/completions" : "/v1/chat/completions";
-    http.Post(path, guarded([this, endpoint, &served](const httplib::Request& req, httplib::Response& res) {
+    http.Post(path, guarded(active_, [this, endpoint, &served](const httplib::Request& req, httplib::Response& res) {
                 const Backend& b = backend();
                 ApiRequest api = parse_api_request(endpoint, req.body, served);
                 const int32_t n = api.request.params.n;
@@ -214,11 +233,13 @@ void HttpServer::install_routes() {
                 if (api.stream) {
                   auto state = std::make_shared<StreamState>(StreamState{channel, std::move(writer), api.include_usage});
                   res.set_header("Cache-Control", "no-cache");
+                  ++active_;  // until httplib releases the provider: the stream is written
                   res.set_chunked_content_provider(
                       "text/event-stream",
                       [state](size_t, httplib::DataSink& sink) { return write_stream(*state, sink); },
-                      [state](bool success) {
+                      [this, state](bool success) {
                         if (!success) state->channel->cancel();
+                        --active_;
                       });
                   return;
                 }
@@ -238,7 +259,7 @@ void HttpServer::install_routes() {
               }));
   }
 
-  http.Post("/tokenize", guarded([this, &served](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/tokenize", guarded(active_, [this, &served](const httplib::Request& req, httplib::Response& res) {
               const Backend& b = backend();
               const TokenizeRequest t = parse_tokenize_request(req.body, served);
               std::vector<int32_t> ids;
@@ -252,7 +273,7 @@ void HttpServer::install_routes() {
               const Json body = {{"count", ids.size()}, {"max_model_len", b.engine.max_model_len()}, {"tokens", ids}};
               res.set_content(json_text(body), "application/json");
             }));
-  http.Post("/detokenize", guarded([this, &served](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/detokenize", guarded(active_, [this, &served](const httplib::Request& req, httplib::Response& res) {
               const Backend& b = backend();
               const std::vector<int32_t> ids =
                   parse_detokenize_request(req.body, b.engine.model().config().n_vocab, served);

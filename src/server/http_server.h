@@ -56,6 +56,9 @@ class HttpServer {
   void start();
   // From now on the API routes run on `engine` through `worker` (both outlive stop()).
   void attach(const engine::Engine& engine, EngineWorker& worker);
+  // Waits until no response is being written (a stream's last chunks go out
+  // after its request ended), at most `timeout` seconds.
+  void drain(double timeout);
   void stop();
 
  private:
@@ -68,6 +71,8 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Backend> backend_storage_;
   std::atomic<const Backend*> backend_{nullptr};
+  // API requests whose response is not written yet: handlers running, streams open.
+  std::atomic<int64_t> active_{0};
   std::thread thread_;
 };
 

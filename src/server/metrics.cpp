@@ -1,18 +1,24 @@
 #include "server/metrics.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace tokamak::server {
 namespace {
 
-// Shortest text that reads back as the same double ("0.25", "1e-05").
+// As Prometheus clients print numbers: an integral value with ".0"
+// ("10.0", as vLLM's bucket labels read), else the shortest text that reads
+// back as the same double ("0.025", "1e-05").
 std::string number(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  double back = 0.0;
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+    return buf;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::sscanf(buf, "%lf", &back) == 1 && back == x) break;
+    if (std::strtod(buf, nullptr) == x) break;
   }
   return buf;
 }

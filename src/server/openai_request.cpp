@@ -91,6 +91,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body, const std
     api.include_usage = optional_bool(options, "include_usage");
   }
   api.request = engine_request(object);
+  api.request.params.max_tokens_must_fit = true;
   return api;
 }
 
