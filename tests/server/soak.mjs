@@ -7,7 +7,8 @@
 // what it was after the warm-up (the first 10% of the run, at least 3 s), on
 // /metrics not showing 0 running, 0 waiting and an empty KV cache at the end,
 // and on the server not exiting 0 after SIGTERM.
-//   node soak.mjs --bin TOKAMAK --model stories260K.gguf [--clients 64] [--seconds 30] [--threads 1] [--seed 1]
+//   node soak.mjs --bin TOKAMAK --model stories260K.gguf [--clients 64] [--seconds 30] [--warmup S] [--threads 1] [--seed 1]
+// --warmup: seconds before the first memory reading (default: 10% of the run, at least 3).
 import { parseArgs } from 'node:util';
 import { load, readSse, rssKiB, sleep, startServer, waitIdle } from './server.mjs';
 
@@ -17,17 +18,21 @@ const { values: opt } = parseArgs({
     model: { type: 'string' },
     clients: { type: 'string', default: '64' },
     seconds: { type: 'string', default: '30' },
+    warmup: { type: 'string' },
     threads: { type: 'string', default: '1' },
     seed: { type: 'string', default: '1' },
   },
 });
+const badArgs = (message) => { console.error(`soak: ${message}`); process.exit(2); };
 const count = (name) => {
   const v = Number(opt[name]);
-  if (!Number.isInteger(v) || v < 1) throw new Error(`soak: --${name} must be a positive integer, not '${opt[name]}'`);
+  if (!Number.isInteger(v) || v < 1) badArgs(`--${name} must be a positive integer, not '${opt[name]}'`);
   return v;
 };
-if (!opt.bin || !opt.model) throw new Error('soak: --bin (or TOKAMAK_BIN) and --model are required');
+if (!opt.bin || !opt.model) badArgs('--bin (or TOKAMAK_BIN) and --model are required');
 const clients = count('clients'), seconds = count('seconds'), threads = count('threads'), seed = count('seed');
+const warmup = opt.warmup === undefined ? Math.max(3, seconds / 10) : count('warmup');
+if (warmup >= seconds) badArgs(`--warmup ${warmup} must be shorter than --seconds ${seconds}`);
 
 // mulberry32: a small seeded generator, so a failing mix can be replayed with --seed.
 function random(state) {
@@ -118,14 +123,15 @@ const mib = (kib) => (kib / 1024).toFixed(1);
 const stats = { requests: 0, streamed: 0, tokens: 0, failures: [], peakRunning: 0, peakWaiting: 0 };
 const start = Date.now();
 const end = start + seconds * 1000;
-const warmAt = start + Math.max(3000, seconds * 100);
+const warmAt = start + warmup * 1000;
 
 async function client(i) {
   const rnd = random(seed * 1000 + i);
   while (Date.now() < end) {
     const req = randomRequest(rnd);
     try {
-      stats.tokens += await one(server.url, req);
+      const made = await one(server.url, req);  // not `+= await`: that reads the sum before the wait
+      stats.tokens += made;
     } catch (e) {
       stats.failures.push(`${req.path} ${JSON.stringify(req.body)}: ${e.message}`);
     }
@@ -162,7 +168,7 @@ if (!(idle.running === 0 && idle.waiting === 0 && idle.kv === 0)) {
 }
 if (exit.code !== 0) why.push(`the server ended with code ${exit.code}, signal ${exit.signal} after SIGTERM`);
 const growth = rssWarm ? ` (${(100 * (rssEnd / rssWarm - 1)).toFixed(1)}%)` : '';
-console.log(`soak: ${clients} clients x ${seconds} s, seed ${seed}: ${stats.requests} requests (${stats.streamed} streamed), ` +
+console.log(`soak: ${clients} clients x ${seconds} s (warm-up ${warmup} s), seed ${seed}: ${stats.requests} requests (${stats.streamed} streamed), ` +
   `${stats.tokens} tokens, ${stats.failures.length} failures; RSS warm ${rssWarm ? mib(rssWarm) : '-'} MiB, end ${mib(rssEnd)} MiB${growth}; ` +
   `peak running ${stats.peakRunning}, waiting ${stats.peakWaiting}; KV ${idle.kv === 0 ? 'free' : idle.kv} at the end`);
 if (why.length) {
