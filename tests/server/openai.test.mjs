@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { get, killAll, load, metric, post, readSse, sleep, startServer, waitIdle } from './server.mjs';
+import { get, killAll, metric, post, readSse, sleep, startServer, waitIdle } from './server.mjs';
 
 const bin = process.env.TOKAMAK_BIN;
 const data = process.env.TOKAMAK_TEST_DATA;
