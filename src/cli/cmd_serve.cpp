@@ -56,7 +56,10 @@ int serve_main(int argc, char** argv) {
     return 0;
   }
   if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
-  const engine::EngineOptions engine_options = engine_options_from_args(args);
+  engine::EngineOptions engine_options = engine_options_from_args(args);
+  // The whole pool resident from the start: short RAM fails now, not under
+  // load, and resident memory stays flat while the prefix cache fills it.
+  engine_options.reserve_kv_memory = true;
   server::ServerOptions server_options;
   server_options.host = args.get_or("--host", server_options.host);
   server_options.port = static_cast<int>(args.get_int("--port", server_options.port, 0, 65535));
@@ -92,9 +95,10 @@ int serve_main(int argc, char** argv) {
   engine::Engine engine(model, tokenizer, engine_options);
   server::EngineWorker worker(engine, metrics, worker_options);
   http.attach(engine, worker);
-  std::fprintf(stderr, "serving %s as '%s' (max_model_len %d, max_num_seqs %d, KV blocks %d)\n",
+  const kv::BlockPool& pool = engine.kv_cache().pool();
+  std::fprintf(stderr, "serving %s as '%s' (max_model_len %d, max_num_seqs %d, KV cache %d blocks, %.1f MiB)\n",
                model_path.string().c_str(), server_options.served_model_name.c_str(), engine.max_model_len(),
-               engine.options().max_num_seqs, engine.kv_cache().pool().n_blocks());
+               engine.options().max_num_seqs, pool.n_blocks(), static_cast<double>(pool.capacity_bytes()) / (1 << 20));
 
   int signal = 0;
   sigwait(&signals, &signal);

@@ -181,7 +181,9 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
       forward_(model, pool_, options_.matmul),
       scheduler_(kv_, SchedulerOptions{options_.max_num_seqs, options_.max_num_batched_tokens,
                                        options_.enable_prefix_caching, prefix_salt(model, options_.kv_format)}),
-      epoch_(std::chrono::steady_clock::now()) {}
+      epoch_(std::chrono::steady_clock::now()) {
+  if (options_.reserve_kv_memory) kv_.pool().reserve_memory();
+}
 
 Engine::~Engine() = default;
 

@@ -46,6 +46,7 @@ struct EngineOptions {
   int32_t max_num_seqs = 256;        // running sequences at once
   int32_t max_num_batched_tokens = 2048;  // tokens per step (decode tokens + prefill chunks)
   bool enable_prefix_caching = true;
+  bool reserve_kv_memory = false;    // make the whole KV pool resident at construction (a server's choice)
   int threads = 0;                   // 0: all cores
   kernels::MatmulOptions matmul;
 };

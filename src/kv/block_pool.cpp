@@ -7,6 +7,8 @@
 #include "core/error.h"
 
 namespace tokamak::kv {
+void BlockPool::reserve_memory() { std::memset(bytes(), 0, static_cast<size_t>(capacity_bytes())); }
+
 BlockPool::BlockPool(const KvLayout& layout, int32_t n_blocks) : layout_(layout) {
   layout.validate();
   if (n_blocks <= 0) throw Error("KV cache: block count must be positive, got " + std::to_string(n_blocks));

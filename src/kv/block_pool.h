@@ -33,6 +33,10 @@ class BlockPool {
   BlockPool(const KvLayout& layout, int32_t n_blocks);
 
   const KvLayout& layout() const { return layout_; }
+  // Touches every page of the storage now, so that all of it is resident
+  // from the start (a server fails at start-up, not hours later, when the
+  // RAM is short; its resident memory then stays flat as the cache fills).
+  void reserve_memory();
   int32_t n_blocks() const { return static_cast<int32_t>(refcounts_.size()); }
   // Blocks with no reference: plain free ones and evictable cached ones.
   int32_t n_free() const { return static_cast<int32_t>(free_list_.size()); }
