@@ -171,6 +171,11 @@ TEST(OpenAiRequest, StreamOptionsNeedStream) {
   EXPECT_EQ(r.param(), "stream_options");
   r = completions(R"({"prompt": "a", "stream": true, "stream_options": 1})");
   EXPECT_EQ(r.param(), "stream_options");
+  // A nested field is named by its path, as the client wrote it.
+  r = completions(R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": "yes"}})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.param(), "stream_options.include_usage");
+  EXPECT_TRUE(contains(r.message(), "stream_options.include_usage = \"yes\"")) << r.message();
   const ApiRequest on =
       parse_api_request(Endpoint::Completions, R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": true}})", kServed);
   EXPECT_TRUE(on.stream);
