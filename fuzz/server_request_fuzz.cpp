@@ -11,7 +11,8 @@
 // Anything else thrown escapes and libFuzzer reports it.
 //   CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DTOKAMAK_FUZZ=ON -DTOKAMAK_TESTS=OFF
 //   ninja -C build/fuzz server_request_fuzz
-//   build/fuzz/server_request_fuzz fuzz/corpus/server_request -runs=10000000
+//   mkdir -p /tmp/server_fuzz_corpus   # libFuzzer adds what it finds to the first folder, not to the seeds
+//   build/fuzz/server_request_fuzz -runs=10000000 /tmp/server_fuzz_corpus fuzz/corpus/server_request
 #include <cstdint>
 #include <string>
 #include <string_view>
