@@ -1,57 +1,14 @@
 // libFuzzer target: one JSONL line of `tokamak batch` (engine/request_json.h)
 // from arbitrary bytes. Any input either throws tokamak::Error or yields a
-// Request that holds what the schema promises:
-//   - exactly one prompt form, and a token-id prompt is non-empty with ids >= 0;
-//   - every number inside its declared range (n, max_tokens, temperature, top_p,
-//     min_p, penalties, logprob count), stop strings non-empty;
-//   - sampling::validate() accepts the sampling parameters for a vocabulary of
-//     2^31 - 1 tokens (so the engine only adds its own checks: token ids
-//     against the real vocabulary, lengths against max_model_len).
+// Request that holds what the schema promises (request_invariants.h).
 //   CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DTOKAMAK_FUZZ=ON -DTOKAMAK_TESTS=OFF
 //   ninja -C build/fuzz request_json_fuzz && build/fuzz/request_json_fuzz -max_total_time=60
 #include <cstdint>
-#include <cstdlib>
-#include <limits>
-#include <string>
 #include <string_view>
 
 #include "core/error.h"
 #include "engine/request_json.h"
-#include "sampling/sampler.h"
-
-namespace {
-
-void require(bool ok) {
-  if (!ok) std::abort();
-}
-
-void check(const tokamak::engine::Request& r) {
-  const tokamak::engine::Prompt& p = r.prompt;
-  const int forms = (!p.ids.empty() ? 1 : 0) + (!p.messages.is_null() ? 1 : 0);
-  require(forms <= 1);  // a text prompt may be "", so text is the form when neither is set
-  if (!p.messages.is_null()) require(p.messages.is_array() && !p.messages.empty() && p.text.empty());
-  for (int32_t id : p.ids) require(id >= 0);
-  const tokamak::engine::GenerationParams& g = r.params;
-  require(g.n >= 1 && g.n <= 128);
-  require(g.max_tokens == -1 || g.max_tokens >= 1);
-  for (const std::string& s : g.stop) require(!s.empty());
-  for (int32_t id : g.stop_token_ids) require(id >= 0);
-  const tokamak::sampling::SamplingParams& s = g.sampling;
-  require(s.temperature >= 0.0f && s.temperature <= 2.0f);
-  require(s.top_p >= 0.0f && s.top_p <= 1.0f && s.min_p >= 0.0f && s.min_p <= 1.0f && s.top_k >= 0);
-  require(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f);
-  require(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f);
-  require(s.repeat_penalty > 0.0f && s.repeat_penalty <= 10.0f);
-  require(s.n_probs >= 0 && s.n_probs <= 20 && (s.n_probs == 0 || g.logprobs));
-  require(s.seed == tokamak::sampling::kRandomSeed || s.seed <= uint64_t{std::numeric_limits<int64_t>::max()});
-  // Bias ids are checked against the real vocabulary by the engine.
-  tokamak::sampling::SamplingParams unbiased = s;
-  for (const auto& [id, bias] : s.logit_bias) require(id >= 0 && bias >= -100.0f && bias <= 100.0f);
-  unbiased.logit_bias.clear();
-  tokamak::sampling::validate(unbiased, std::numeric_limits<int32_t>::max());  // throws Error, which fails below
-}
-
-}  // namespace
+#include "request_invariants.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -61,10 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const tokamak::Error&) {
     return 0;  // refused, with a message: fine
   }
-  try {
-    check(r);
-  } catch (const tokamak::Error&) {
-    std::abort();  // accepted by the parser but not by the sampler
-  }
+  tokamak::fuzz::check_request(r);
   return 0;
 }

@@ -27,12 +27,15 @@ const Json& field(const Json& object, const char* name) {
   return it == object.end() ? null : *it;
 }
 
-bool optional_bool(const Json& object, const char* name) {
+// `path`: the field as the client wrote it, nested ones with their parent
+// ("stream_options.include_usage"), for the message and param.
+bool optional_bool(const Json& object, const char* name, const std::string& path) {
   const Json& v = field(object, name);
   if (v.is_null()) return false;
-  if (!v.is_boolean()) throw ApiError::bad_request(std::string(name) + " = " + v.dump().substr(0, 40) + " is not true or false", name);
+  if (!v.is_boolean()) throw ApiError::bad_request(path + " = " + v.dump().substr(0, 40) + " is not true or false", path);
   return v.get<bool>();
 }
+bool optional_bool(const Json& object, const char* name) { return optional_bool(object, name, name); }
 
 // "model" may be left out (one model is served), but a name that is not the
 // served one is a 404, as OpenAI answers an unknown model.
@@ -88,7 +91,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body, const std
   if (!options.is_null()) {
     if (!options.is_object()) throw ApiError::bad_request("stream_options is not an object", "stream_options");
     if (!api.stream) throw ApiError::bad_request("stream_options needs \"stream\": true", "stream_options");
-    api.include_usage = optional_bool(options, "include_usage");
+    api.include_usage = optional_bool(options, "include_usage", "stream_options.include_usage");
   }
   api.request = engine_request(object);
   api.request.params.max_tokens_must_fit = true;
