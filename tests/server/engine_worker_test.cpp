@@ -224,6 +224,35 @@ TEST_F(EngineWorkerTest, APromptOverMaxModelLenIsRefusedAtAcceptance) {
   EXPECT_EQ(collect(*ok, 1).completions[0].token_ids.size(), 3u);
 }
 
+// OpenAI's (and vLLM's) rule, which the server asks of the Engine: a prompt
+// plus max_tokens beyond max_model_len is refused, naming the numbers, and
+// one that fits exactly runs to its max_tokens.
+TEST_F(EngineWorkerTest, PromptPlusMaxTokensOverMaxModelLenIsRefusedWhenTheyMustFit) {
+  engine::Engine engine(model_, tokenizer_, options(4, 32));
+  Metrics metrics;
+  EngineWorker worker(engine, metrics, WorkerOptions{});
+  const int32_t prompt = static_cast<int32_t>(tokenizer_.encode("Once upon a time", tokenizer_.add_bos()).size());
+  Request over = request("Once upon a time", 32 - prompt + 1, 0.0f);
+  over.params.max_tokens_must_fit = true;
+  const std::shared_ptr<RequestChannel> refused = worker.submit(over);
+  try {
+    refused->wait_accepted();
+    ADD_FAILURE() << "accepted " << prompt << " + " << over.params.max_tokens << " tokens with max_model_len 32";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("max_tokens = " + std::to_string(32 - prompt + 1)), std::string::npos) << m;
+    EXPECT_NE(m.find("33 tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("max_model_len = 32"), std::string::npos) << m;
+  }
+  Request fits = request("Once upon a time", 32 - prompt, 0.0f);
+  fits.params.max_tokens_must_fit = true;
+  fits.params.ignore_eos = true;
+  const std::shared_ptr<RequestChannel> ok = worker.submit(fits);
+  ok->wait_accepted();
+  EXPECT_EQ(collect(*ok, 1).completions[0].token_ids.size(), static_cast<size_t>(32 - prompt));
+}
+
 TEST_F(EngineWorkerTest, RequestTimeoutAbortsWith504) {
   engine::Engine engine(model_, tokenizer_, options(8, 2048));
   Metrics metrics;

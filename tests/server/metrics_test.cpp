@@ -50,7 +50,7 @@ TEST(Histogram, BucketsAreCumulativeWithInclusiveBounds) {
   // By hand: <= 0.1: {0.05, 0.1}; <= 0.5: + {0.3, 0.5}; <= 1: same; +Inf: + {2.0}.
   EXPECT_EQ(e.samples.at("x_bucket{le=\"0.1\"}"), 2);
   EXPECT_EQ(e.samples.at("x_bucket{le=\"0.5\"}"), 4);
-  EXPECT_EQ(e.samples.at("x_bucket{le=\"1\"}"), 4);
+  EXPECT_EQ(e.samples.at("x_bucket{le=\"1.0\"}"), 4);  // integral bounds print as vLLM's do
   EXPECT_EQ(e.samples.at("x_bucket{le=\"+Inf\"}"), 5);
   EXPECT_EQ(e.samples.at("x_count"), 5);
   EXPECT_NEAR(e.samples.at("x_sum"), 2.95, 1e-12);
@@ -61,7 +61,7 @@ TEST(Histogram, EmptyRendersZeros) {
   Histogram h({1.0});
   std::string out;
   h.render("y", out);
-  EXPECT_EQ(out, "y_bucket{le=\"1\"} 0\ny_bucket{le=\"+Inf\"} 0\ny_sum 0\ny_count 0\n");
+  EXPECT_EQ(out, "y_bucket{le=\"1.0\"} 0\ny_bucket{le=\"+Inf\"} 0\ny_sum 0.0\ny_count 0\n");
 }
 
 TEST(Metrics, GaugesCountersAndFinishReasons) {
@@ -110,9 +110,9 @@ TEST(Metrics, GaugesCountersAndFinishReasons) {
   EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"0.3\"}"), 1);
   EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"0.5\"}"), 1);
   EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"0.8\"}"), 2);
-  EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"1\"}"), 3);
+  EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"1.0\"}"), 3);
   EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"2.5\"}"), 3);
-  EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"5\"}"), 4);
+  EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"5.0\"}"), 4);
   EXPECT_EQ(e.samples.at(e2e + "_bucket{le=\"+Inf\"}"), 4);
   EXPECT_EQ(e.samples.at(e2e + "_count"), 4);
   EXPECT_NEAR(e.samples.at(e2e + "_sum"), 4.8, 1e-12);
