@@ -424,16 +424,20 @@ describe('SIGTERM', () => {
       // Six streams of 2 x 400 tokens keep the server busy past the signal.
       const body = { prompt: 'Once upon a time', max_tokens: 400, n: 2, ignore_eos: true, temperature: 1, stream: true,
         stream_options: { include_usage: true } };
-      let started;
-      const first = new Promise((resolve) => { started = resolve; });
+      // SIGTERM once every stream has its first chunk: all six are in flight
+      // (on a loaded machine the last ones can take a while to be admitted).
       let open = 6;
-      const streams = Array.from({ length: open }, (_, i) =>
-        fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      const firsts = [];
+      const streams = Array.from({ length: open }, (_, i) => {
+        let started;
+        firsts.push(new Promise((resolve) => { started = resolve; }));
+        return fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ ...body, seed: i }) })
           .then((res) => readSse(res, { onChunk: started }))
-          .then((chunks) => ({ chunks }), (error) => ({ error }))
-          .finally(() => --open));
-      await first;
+          .then((chunks) => ({ chunks }), (error) => { started(); return { error }; })
+          .finally(() => --open);
+      });
+      await Promise.all(firsts);
       process.kill(s.pid, 'SIGTERM');
       // A request may still beat the signal's handling, but once one got 503,
       // every later one must. Three of them, then quiet: the streams' ends must
