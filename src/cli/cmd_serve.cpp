@@ -78,7 +78,6 @@ int serve_main(int argc, char** argv) {
 
   const sigset_t signals = termination_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a kill
 
   // The model's path is resolved (downloaded if need be) before listening:
   // the served name comes from it.

@@ -107,10 +107,13 @@ void EngineWorker::admit(std::vector<std::shared_ptr<RequestChannel>>& incoming)
       c->request_ = {};
       live_.emplace(id, c);
       c->accept(id);
-    } catch (const Error& e) {
-      // Everything add_request refuses is the request's own fault: a prompt
-      // over max_model_len or the pool, token ids outside the vocabulary.
-      c->end(ApiError::bad_request(e.what()));
+    } catch (const std::exception& e) {
+      // What add_request refuses with an Error is the request's own fault: a
+      // prompt over max_model_len or the pool, token ids outside the
+      // vocabulary. Anything else is ours; the engine thread lives on.
+      const bool bad_request = dynamic_cast<const Error*>(&e) != nullptr;
+      c->end(bad_request ? ApiError::bad_request(e.what())
+                         : ApiError(500, "server_error", std::string("internal error: ") + e.what()));
       const std::lock_guard lock(mutex_);
       --in_flight_;
     }
@@ -131,9 +134,9 @@ void EngineWorker::dispatch(std::vector<engine::RequestOutput>& outputs) {
     const auto it = live_.find(out.request_id);
     if (it == live_.end()) continue;
     RequestChannel& c = *it->second;
-    engine::FinishReason finish = engine::FinishReason::None;
     for (const engine::CompletionDelta& d : out.completions) {
-      if (d.finish != engine::FinishReason::None) finish = std::max(finish, d.finish);
+      // The request's reason: the "worst" of its completions' (abort > length > stop).
+      c.finish_ = std::max(c.finish_, d.finish);
       if (d.token_ids.empty()) continue;
       double& last = c.last_token_.at(static_cast<size_t>(d.index));
       if (last < 0) {
@@ -147,9 +150,9 @@ void EngineWorker::dispatch(std::vector<engine::RequestOutput>& outputs) {
     std::shared_ptr<RequestChannel> channel = it->second;
     channel->push(std::move(out));
     if (!finished) continue;
-    metrics_.finish_request(finish, t - channel->arrival_);
+    metrics_.finish_request(channel->finish_, t - channel->arrival_);
     std::optional<ApiError> error;
-    if (finish == engine::FinishReason::Abort && !channel->cancelled_.load()) {
+    if (channel->finish_ == engine::FinishReason::Abort && !channel->cancelled_.load()) {
       error = draining_.load()
                   ? ApiError(503, "service_unavailable", "the server shut down before the request finished",
                              std::nullopt, "shutting_down")

@@ -64,6 +64,7 @@ class RequestChannel {
   int64_t id_ = -1;
   double arrival_ = 0.0;
   std::vector<double> last_token_;  // per completion; < 0 before its first token
+  engine::FinishReason finish_ = engine::FinishReason::None;
 };
 
 struct WorkerOptions {

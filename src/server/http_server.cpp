@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <csignal>
 #include <random>
 
 #include "engine/engine.h"
@@ -110,6 +111,9 @@ bool write_stream(StreamState& s, httplib::DataSink& sink) {
 
 HttpServer::HttpServer(ServerOptions options, Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics), http_(std::make_unique<httplib::Server>()) {
+  // Debian's httplib sends without MSG_NOSIGNAL: a write to a client that
+  // left would kill the process with SIGPIPE instead of failing.
+  std::signal(SIGPIPE, SIG_IGN);
   const size_t threads = static_cast<size_t>(options_.http_threads);
   http_->new_task_queue = [threads] { return new ConnectionPool(threads); };
   http_->set_payload_max_length(options_.max_request_bytes);
@@ -276,7 +280,7 @@ void HttpServer::install_routes() {
   http.Post("/detokenize", guarded(active_, [this, &served](const httplib::Request& req, httplib::Response& res) {
               const Backend& b = backend();
               const std::vector<int32_t> ids =
-                  parse_detokenize_request(req.body, b.engine.model().config().n_vocab, served);
+                  parse_detokenize_request(req.body, b.engine.tokenizer().n_vocab(), served);
               res.set_content(json_text({{"prompt", b.engine.tokenizer().decode(ids)}}), "application/json");
             }));
 }

@@ -9,7 +9,8 @@
 // HTTP threads do no model work: they validate, submit to the EngineWorker,
 // and turn its outputs into JSON or server-sent events. A stream whose client
 // went away (a failed write, or a failed keep-alive comment while waiting)
-// cancels its request.
+// cancels its request. Constructing one ignores SIGPIPE for the process (a
+// write to a closed connection must fail, not kill).
 #pragma once
 
 #include <atomic>
