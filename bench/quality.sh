@@ -50,8 +50,8 @@ echo "| model | weights | KV | PPL | PPL / PPL(base) | mean KLD | 99% KLD | same
 echo "|---|---|---|---:|---:|---:|---:|---:|"
 for name in "${models[@]}"; do
   f32=$out/$name-f32.gguf
-  # The reference: F32 weights, F32 KV, f32 activations.
-  "$t" perplexity -m "$f32" "${common[@]}" --kv-type f32 --matmul f32 \
+  # The reference: F32 weights (so f32 activations) and F32 KV.
+  "$t" perplexity -m "$f32" "${common[@]}" --kv-type f32 \
     --kl-divergence-base "$out/$name.base" > "$out/$name.base.txt" 2> /dev/null
   for type in f16 q8_0 q6_k q5_k_m q4_k_m q4_0; do
     q=$out/$name-$type.gguf
