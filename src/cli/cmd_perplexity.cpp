@@ -21,7 +21,9 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"-m,--model", "FILE", "model file (GGUF or llama2.c .bin)"},
     {"-z,--tokenizer", "FILE", "llama2.c tokenizer.bin (for .bin checkpoints)"},
-    kPromptOptions[0], kPromptOptions[1], kPromptOptions[2], kPromptOptions[3],
+    {"-f,--file", "FILE", "the text to score; - is stdin (one trailing newline is dropped, as llama.cpp does)"},
+    {"-p,--prompt", "TEXT", "the text to score, given inline (instead of -f)"},
+    kPromptOptions[2], kPromptOptions[3],
     {"-c,--ctx-size", "N", "tokens per chunk (default 512); the second half of each chunk is scored"},
     {"-b,--batch-size", "N", "tokens per forward pass (default 2048): n_batch / n_ctx chunks side by side"},
     {"--chunks", "N", "score at most N chunks (default: all)"},
