@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/matmul_options.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "cli/std_streams.h"
@@ -26,8 +27,7 @@ constexpr OptionSpec kOptions[] = {
     {"-o,--output", "FILE", "where to write the float32 logits (- for stdout)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
-    {"--matmul", "MODE", "native: activations in the weights' partner format, as llama.cpp (default);"
-                         " f32: f32 activations (the fixtures' deqf32 arithmetic)"},
+    kMatmulOption,
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
@@ -84,14 +84,7 @@ int logits_main(int argc, char** argv) {
   layout.validate();
   kv::KvCache kv(layout, static_cast<int32_t>((ids.size() + layout.format.block_size - 1) / layout.format.block_size +
                                               layout.recent_blocks()));
-  kernels::MatmulOptions matmul;
-  const std::string mode = args.get_or("--matmul", "native");
-  if (mode == "f32") {
-    matmul.precision = kernels::MatmulPrecision::kF32;
-  } else if (mode != "native") {
-    throw UsageError("option --matmul: '" + mode + "' is not one of native, f32");
-  }
-  Forward forward(model, pool, matmul);
+  Forward forward(model, pool, matmul_options_from_args(args));
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));
   Batch batch;

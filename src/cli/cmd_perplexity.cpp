@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/matmul_options.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "cli/prompt_input.h"
@@ -28,24 +29,13 @@ constexpr OptionSpec kOptions[] = {
     {"-b,--batch-size", "N", "tokens per forward pass (default 2048): n_batch / n_ctx chunks side by side"},
     {"--chunks", "N", "score at most N chunks (default: all)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
-    {"--matmul", "MODE", "native: activations in the weights' partner format, as llama.cpp (default); f32: f32 activations"},
+    kMatmulOption,
     {"--kl-divergence-base", "FILE", "write the log-probabilities of this run to FILE (the reference for --kl-divergence)"},
     {"--kl-divergence", "", "compare with --kl-divergence-base FILE: KL, top-token agreement, PPL ratio (the text comes "
                             "from FILE; -f is not needed)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
-
-kernels::MatmulOptions matmul_from_args(const ParsedArgs& args) {
-  kernels::MatmulOptions matmul;
-  const std::string mode = args.get_or("--matmul", "native");
-  if (mode == "f32") {
-    matmul.precision = kernels::MatmulPrecision::kF32;
-  } else if (mode != "native") {
-    throw UsageError("option --matmul: '" + mode + "' is not one of native, f32");
-  }
-  return matmul;
-}
 
 // The reference run: PPL as llama-perplexity prints it, the log-probs saved
 // when --kl-divergence-base is given.
@@ -144,7 +134,7 @@ int perplexity_main(int argc, char** argv) {
   options.n_batch = static_cast<int32_t>(args.get_int("--batch-size", 2048, 1, 1 << 20));
   // f16 KV by default, as llama.cpp's default cache type.
   options.kv = kv_format_from_args(args);
-  options.matmul = matmul_from_args(args);
+  options.matmul = matmul_options_from_args(args);
   // llama-perplexity puts BOS at each chunk's start when the vocabulary adds one.
   const int32_t bos = tokenizer.add_bos() ? tokenizer.bos() : -1;
   return args.has("--kl-divergence") ? kl_run(args, model, pool, options, bos)
