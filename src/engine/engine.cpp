@@ -223,7 +223,7 @@ int64_t Engine::add_request(const Request& request) {
   const int64_t len = static_cast<int64_t>(prompt.size());
   if (len >= options_.max_model_len) {
     throw Error("the prompt has " + std::to_string(len) + " tokens; the context size max_model_len = " +
-                std::to_string(options_.max_model_len) + " leaves no room to generate (raise -c / --max-model-len)");
+                std::to_string(options_.max_model_len) + " leaves no room to generate (raise --max-model-len; -c for run and chat)");
   }
   const int64_t bs = kv_.layout().format.block_size;
   const int64_t blocks = (len + 1 + bs - 1) / bs + kv_.layout().recent_blocks();

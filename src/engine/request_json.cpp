@@ -21,8 +21,8 @@ constexpr size_t kMaxStops = 64;        // each string is matched against every 
 // A value as an error message shows it: scalars as JSON (strings cut at 40
 // bytes), containers by their kind.
 std::string shown(const Json& v) {
-  if (v.is_array()) return "a list";
-  if (v.is_object()) return "an object";
+  if (v.is_array()) return v.empty() ? "[]" : "a list";
+  if (v.is_object()) return v.empty() ? "{}" : "an object";
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
     // Cut at a character boundary so that the message stays valid UTF-8.
@@ -80,14 +80,14 @@ void set_prompt(const Json& v, Request& r) {
     return;
   }
   if (!v.is_array()) fail("prompt", v, "is neither a string nor a list of token ids");
-  if (v.empty()) fail("prompt", v, "is empty");
+  if (v.empty()) fail("prompt", v, "is an empty list of token ids");
   if (v[0].is_string()) fail("prompt", v, "of strings is not supported: put one prompt on each line");
   r.prompt = Prompt::from_ids(token_ids(v, "prompt"));
 }
 
 void set_messages(const Json& v, Request& r) {
   if (!v.is_array()) fail("messages", v, "is not a list of {\"role\", \"content\"} objects");
-  if (v.empty()) fail("messages", v, "is empty");
+  if (v.empty()) fail("messages", v, "has no message");
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string at = "messages[" + std::to_string(i) + "]";
     const Json& m = v[i];
