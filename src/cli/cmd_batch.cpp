@@ -8,7 +8,8 @@
 //   {"error": "line 3: temperature = -1 is outside [0, 2]"}
 //
 // Blank lines are skipped. A bad line (bad JSON, a bad field, a prompt the
-// engine cannot hold) gets its error line and the others still run.
+// engine cannot hold) gets its error line and the others still run; the exit
+// status is then 1, so that a script notices without reading every line.
 //
 // The Engine holds a window of unfinished requests (2 x --max-num-seqs): its
 // scheduler stays full, memory stays bounded by the window, and a line is
@@ -220,7 +221,7 @@ int batch_main(int argc, char** argv) {
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens), seconds,
                seconds > 0 ? static_cast<double>(s.generated_tokens) / seconds : 0.0,
                static_cast<long long>(s.preemptions));
-  return 0;
+  return error_lines.empty() ? 0 : 1;
 }
 
 }  // namespace

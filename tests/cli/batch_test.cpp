@@ -58,7 +58,7 @@ TEST(Batch, GoodAndBadLinesInInputOrder) {
       R"({"prompt": "", "max_tokens": 200, "temperature": 0, "stop": "Lily"})" "\n"         // line 9
       R"({"prompt": "x", "n": "two"})";                                                     // line 10, no newline
   const auto r = batch(input);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // every line written, but some failed
   const std::vector<Json> out = parse_lines(r.out);
   ASSERT_EQ(out.size(), 9u) << r.out;
 
