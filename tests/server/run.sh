@@ -30,5 +30,6 @@ if [ "$what" != soak ]; then
   TOKAMAK_BIN=$bin TOKAMAK_TEST_DATA=$data node --test --test-reporter=spec openai.test.mjs
 fi
 if [ "$what" != api ]; then
-  node soak.mjs --bin "$bin" --model "$model" --clients 64 --seconds 30
+  # A third of the run to warm up: every client connected and every connection thread started.
+  node soak.mjs --bin "$bin" --model "$model" --clients 64 --seconds 30 --warmup 10
 fi
