@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/percentile.h"
 #include "kv/prefix_key.h"
 
 namespace tokamak::engine {
@@ -31,11 +32,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-LatencyPercentiles percentiles_of(std::vector<double> samples) {
-  if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  return {percentile(samples, 50), percentile(samples, 90), percentile(samples, 99)};
-}
 
 // Block slots the running sequences hold beyond their tokens, and all they hold.
 struct SlotCount {
@@ -81,6 +77,12 @@ void validate(const ServeBenchOptions& o, int32_t max_model_len) {
   }
 }
 
+LatencyPercentiles latency_percentiles(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  return {percentile(samples, 50), percentile(samples, 90), percentile(samples, 99)};
+}
+
 std::vector<Request> make_serve_workload(const ServeBenchOptions& o, int32_t n_vocab) {
   if (n_vocab < 1) throw Error("bench-serve: n_vocab = " + std::to_string(n_vocab));
   const auto token = [&](Stream s, uint64_t i) { return static_cast<int32_t>(draw(o.seed, s, i) % static_cast<uint64_t>(n_vocab)); };
@@ -105,15 +107,6 @@ std::vector<Request> make_serve_workload(const ServeBenchOptions& o, int32_t n_v
     s.seed = draw(o.seed, kSamplingSeed, i) >> 1;  // never kRandomSeed
   }
   return requests;
-}
-
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) throw Error("percentile: no samples");
-  if (!(p >= 0 && p <= 100)) throw Error("percentile: p = " + std::to_string(p) + " is outside [0, 100]");
-  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
 ServeBenchResult run_serve_bench(Engine& engine, const ServeBenchOptions& options) {
@@ -191,8 +184,8 @@ ServeBenchResult run_serve_bench(Engine& engine, const ServeBenchOptions& option
     res.total_tokens_per_s = static_cast<double>(res.output_tokens + res.prompt_tokens) / res.seconds;
     res.requests_per_s = static_cast<double>(res.requests) / res.seconds;
   }
-  res.ttft_ms = percentiles_of(std::move(ttft_ms));
-  res.itl_ms = percentiles_of(std::move(itl_ms));
+  res.ttft_ms = latency_percentiles(std::move(ttft_ms));
+  res.itl_ms = latency_percentiles(std::move(itl_ms));
   res.peak_kv_usage = static_cast<double>(after.peak_used_blocks) / engine.kv_cache().pool().n_blocks();
   res.preemptions = after.preemptions - before.preemptions;
   const PrefixCacheStats& prefix = engine.scheduler().prefix_stats();

@@ -49,15 +49,13 @@ void validate(const ServeBenchOptions& options, int32_t max_model_len);
 // ids in [0, n_vocab), max_tokens the drawn output length, ignore_eos.
 std::vector<Request> make_serve_workload(const ServeBenchOptions& options, int32_t n_vocab);
 
-// Of a sorted, non-empty sample, linearly interpolated between the closest
-// ranks (numpy's default): p in [0, 100].
-double percentile(const std::vector<double>& sorted, double p);
-
 struct LatencyPercentiles {
   double p50 = 0.0;
   double p90 = 0.0;
   double p99 = 0.0;
 };
+// p50, p90 and p99 of a sample in any order (core/percentile.h); zeros when empty.
+LatencyPercentiles latency_percentiles(std::vector<double> samples);
 
 struct ServeBenchResult {
   int32_t requests = 0;

@@ -45,7 +45,6 @@ uint64_t prefix_salt(const Model& model, const kv::KvFormat& f) {
   return h;
 }
 
-
 EngineOptions resolved(const Model& model, EngineOptions o) {
   o.max_model_len = default_max_model_len(model, o.max_model_len);
   if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -25,12 +25,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-engine::LatencyPercentiles percentiles_of(std::vector<double> samples) {
-  if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  return {engine::percentile(samples, 50), engine::percentile(samples, 90), engine::percentile(samples, 99)};
-}
-
 Json request_body(const engine::Request& r, const HttpBenchTarget& target) {
   Json body = {{"prompt", r.prompt.ids},
                {"max_tokens", r.params.max_tokens},
@@ -200,8 +194,8 @@ engine::ServeBenchResult run_http_serve_bench(const HttpBenchTarget& target, con
   res.output_tokens_per_s = static_cast<double>(res.output_tokens) / seconds;
   res.total_tokens_per_s = static_cast<double>(res.prompt_tokens + res.output_tokens) / seconds;
   res.requests_per_s = res.requests / seconds;
-  res.ttft_ms = percentiles_of(all.ttft_ms);
-  res.itl_ms = percentiles_of(all.itl_ms);
+  res.ttft_ms = engine::latency_percentiles(all.ttft_ms);
+  res.itl_ms = engine::latency_percentiles(all.itl_ms);
   res.preemptions = static_cast<int64_t>(delta("tokamak:num_preemptions_total"));
   const double queries = delta("tokamak:prefix_cache_queries_total");
   res.prefix_hit_rate = queries > 0 ? delta("tokamak:prefix_cache_hits_total") / queries : 0.0;

@@ -114,8 +114,7 @@ void EngineWorker::admit(std::vector<std::shared_ptr<RequestChannel>>& incoming)
       const bool bad_request = dynamic_cast<const Error*>(&e) != nullptr;
       c->end(bad_request ? ApiError::bad_request(e.what())
                          : ApiError(500, "server_error", std::string("internal error: ") + e.what()));
-      const std::lock_guard lock(mutex_);
-      --in_flight_;
+      release();
     }
   }
   incoming.clear();
@@ -133,21 +132,20 @@ void EngineWorker::dispatch(std::vector<engine::RequestOutput>& outputs) {
   for (engine::RequestOutput& out : outputs) {
     const auto it = live_.find(out.request_id);
     if (it == live_.end()) continue;
-    RequestChannel& c = *it->second;
+    const std::shared_ptr<RequestChannel> channel = it->second;
     for (const engine::CompletionDelta& d : out.completions) {
       // The request's reason: the "worst" of its completions' (abort > length > stop).
-      c.finish_ = std::max(c.finish_, d.finish);
+      channel->finish_ = std::max(channel->finish_, d.finish);
       if (d.token_ids.empty()) continue;
-      double& last = c.last_token_.at(static_cast<size_t>(d.index));
+      double& last = channel->last_token_.at(static_cast<size_t>(d.index));
       if (last < 0) {
-        if (d.index == 0) metrics_.observe_ttft(t - c.arrival_);
+        if (d.index == 0) metrics_.observe_ttft(t - channel->arrival_);
       } else {
         metrics_.observe_itl(t - last);
       }
       last = t;
     }
     const bool finished = out.finished;
-    std::shared_ptr<RequestChannel> channel = it->second;
     channel->push(std::move(out));
     if (!finished) continue;
     metrics_.finish_request(channel->finish_, t - channel->arrival_);
@@ -163,9 +161,13 @@ void EngineWorker::dispatch(std::vector<engine::RequestOutput>& outputs) {
     }
     channel->end(std::move(error));
     live_.erase(it);
-    const std::lock_guard lock(mutex_);
-    --in_flight_;
+    release();
   }
+}
+
+void EngineWorker::release() {
+  const std::lock_guard lock(mutex_);
+  if (--in_flight_ == 0) drained_.notify_all();
 }
 
 void EngineWorker::publish_gauges() {
@@ -212,8 +214,6 @@ void EngineWorker::run() {
       dispatch(outputs);
     }
     publish_gauges();
-    const std::lock_guard lock(mutex_);
-    if (in_flight_ == 0) drained_.notify_all();
   }
   drained_.notify_all();
 }

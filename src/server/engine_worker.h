@@ -95,6 +95,8 @@ class EngineWorker {
   void abort_cancelled(bool past_deadline);
   void dispatch(std::vector<engine::RequestOutput>& outputs);
   void publish_gauges();
+  // A request ended: one fewer in flight (shutdown() waits for none).
+  void release();
 
   engine::Engine& engine_;
   Metrics& metrics_;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/percentile.h"
 #include "model/batch.h"
 #include "model/forward.h"
 
@@ -244,10 +245,10 @@ KlStats::Summary KlStats::summary() const {
   std::vector<double> sorted = kl_;
   std::sort(sorted.begin(), sorted.end());
   s.kl_max = sorted.back();
-  s.kl_p999 = percentile(sorted, 0.999);
-  s.kl_p99 = percentile(sorted, 0.99);
-  s.kl_p90 = percentile(sorted, 0.90);
-  s.kl_median = percentile(sorted, 0.5);
+  s.kl_p999 = percentile(sorted, 99.9);
+  s.kl_p99 = percentile(sorted, 99);
+  s.kl_p90 = percentile(sorted, 90);
+  s.kl_median = percentile(sorted, 50);
   s.top_agreement = static_cast<double>(same_top_) / static_cast<double>(s.count);
   s.ppl = nll_.ppl();
   s.ppl_error = nll_.ppl_error();
@@ -256,14 +257,6 @@ KlStats::Summary KlStats::summary() const {
   s.ppl_ratio = nll_diff_.ppl();
   s.ppl_ratio_error = nll_diff_.ppl_error();
   return s;
-}
-
-double percentile(std::span<const double> sorted, double fraction) {
-  if (sorted.empty()) return 0.0;
-  const double at = std::clamp(fraction, 0.0, 1.0) * static_cast<double>(sorted.size() - 1);
-  const auto i = static_cast<size_t>(at);
-  const double t = at - static_cast<double>(i);
-  return i + 1 < sorted.size() ? (1 - t) * sorted[i] + t * sorted[i + 1] : sorted[i];
 }
 
 }  // namespace tokamak::tools

@@ -163,7 +163,4 @@ class KlStats {
   std::vector<double> log_p_;  // scratch [n_vocab]
 };
 
-// Linear interpolation between order statistics: sorted[fraction * (n - 1)].
-double percentile(std::span<const double> sorted, double fraction);
-
 }  // namespace tokamak::tools

@@ -11,6 +11,7 @@
 
 #include "common/test_data.h"
 #include "core/error.h"
+#include "core/percentile.h"
 #include "io/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"

@@ -13,6 +13,7 @@
 #include "common/reference_model.h"
 #include "common/test_data.h"
 #include "core/error.h"
+#include "core/percentile.h"
 #include "io/gguf.h"
 
 namespace tokamak {
@@ -147,10 +148,10 @@ TEST(Perplexity, ChunkingEdges) {
 
 TEST(Perplexity, PercentileInterpolates) {
   const std::vector<double> v = {1, 2, 3, 4, 5};
-  EXPECT_DOUBLE_EQ(tools::percentile(v, 0.5), 3.0);
-  EXPECT_DOUBLE_EQ(tools::percentile(v, 0.9), 4.6);
-  EXPECT_DOUBLE_EQ(tools::percentile(v, 1.0), 5.0);
-  EXPECT_DOUBLE_EQ(tools::percentile(v, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 90), 4.6);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 5.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
 }
 
 TEST(KlDivergence, HandComputedPair) {
