@@ -150,13 +150,14 @@ int batch_main(int argc, char** argv) {
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const std::optional<std::string> input = args.get("--input");
   if (!input) throw Error("batch needs -i REQUESTS.jsonl (see --help)");
-  const engine::EngineOptions engine_options = engine_options_from_args(args);
+  engine::EngineOptions engine_options = engine_options_from_args(args);
   std::vector<Line> lines = read_lines(*input);
   Output output(args.get_or("--output", "-"));
 
   const std::filesystem::path model_path = resolve_model_path(args);
   const Model model = Model::load(model_path);
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
+  const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);
 
   const size_t window = 2 * static_cast<size_t>(engine.options().max_num_seqs);

@@ -146,7 +146,7 @@ int bench_serve_main(int argc, char** argv) {
   bench.shared_prefix = static_cast<int32_t>(args.get_int("--shared-prefix", 0, 0, 1 << 20));
   bench.seed = static_cast<uint64_t>(args.get_int("--seed", 1, 0, std::numeric_limits<int64_t>::max()));
   bench.temperature = static_cast<float>(args.get_float("--temp", 0.0, 0.0, 100.0));
-  const engine::EngineOptions engine_options = engine_options_from_args(args);
+  engine::EngineOptions engine_options = engine_options_from_args(args);
 
   const std::filesystem::path model_path = resolve_model_path(args);
   const Model model = Model::load(model_path);
@@ -154,6 +154,7 @@ int bench_serve_main(int argc, char** argv) {
     return bench_url(args, *url, model, model_path, bench);
   }
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
+  const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);
   const engine::ServeBenchResult r = engine::run_serve_bench(engine, bench);
 

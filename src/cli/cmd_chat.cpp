@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cli/args.h"
+#include "cli/engine_options.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "cli/sampling_options.h"
@@ -52,6 +53,7 @@ constexpr OptionSpec kOptions[] = {
     {"--stop", "STR", "also end an answer when its text contains STR (repeatable)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kKvCacheOptions[5],
+    kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
     {"-v,--verbose", "", "per turn on stderr: prompt tokens reused from the session and prefilled, speeds"},
     {"-h,--help", "", "show this help"},
 };
@@ -167,6 +169,8 @@ int chat_main(int argc, char** argv) {
   eo.max_num_batched_tokens = std::max(n_ctx, 2048);
   eo.enable_prefix_caching = true;
   eo.threads = threads;
+  speculative_options_from_args(args, eo.speculative);
+  const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, eo);
   engine::Engine eng(model, tokenizer, eo);
   engine::ChatSession chat(eng);
 

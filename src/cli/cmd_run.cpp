@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/engine_options.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
 #include "cli/prompt_input.h"
@@ -41,6 +43,7 @@ constexpr OptionSpec kOptions[] = {
     {"--n-probs", "N", "after the text, list each token's logprob and the top N alternatives on stderr"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kKvCacheOptions[5],
+    kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
     {"-h,--help", "", "show this help"},
 };
 
@@ -157,6 +160,8 @@ int run_main(int argc, char** argv) {
   eo.max_num_batched_tokens = std::max(n_ctx, 2048);  // a prompt prefills in one step
   eo.enable_prefix_caching = false;
   eo.threads = threads;
+  speculative_options_from_args(args, eo.speculative);
+  const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, eo);
   engine::Engine eng(model, tokenizer, eo);
   engine::Request request;
   request.prompt = engine::Prompt::from_ids(prompt);

@@ -91,6 +91,7 @@ int serve_main(int argc, char** argv) {
 
   const Model model = Model::load(model_path);
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
+  const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);
   server::EngineWorker worker(engine, metrics, worker_options);
   http.attach(engine, worker);

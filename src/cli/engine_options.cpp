@@ -3,7 +3,9 @@
 #include <iterator>
 #include <string>
 
+#include "cli/model_source.h"
 #include "core/error.h"
+#include "engine/draft_proposer.h"
 #include "kv/kv_memory.h"
 
 namespace tokamak::cli {
@@ -34,7 +36,33 @@ engine::EngineOptions engine_options_from_args(const ParsedArgs& args) {
       throw Error(std::string("option --kv-memory: ") + e.what());
     }
   }
+  speculative_options_from_args(args, o.speculative);
   return o;
+}
+
+void speculative_options_from_args(const ParsedArgs& args, engine::SpeculativeOptions& o) {
+  o.ngram = static_cast<int32_t>(args.get_int("--spec-ngram", 0, 1, 64));
+  o.draft_max = static_cast<int32_t>(args.get_int("--draft-max", o.draft_max, 1, 32));
+  o.draft_min = static_cast<int32_t>(args.get_int("--draft-min", o.draft_min, 0, 32));
+  if (o.draft_min > o.draft_max) {
+    throw Error("option --draft-min " + std::to_string(o.draft_min) + " is above --draft-max " + std::to_string(o.draft_max));
+  }
+  if (args.has("--draft-model") && args.has("--spec-ngram")) {
+    throw Error("options --draft-model and --spec-ngram both propose tokens: choose one");
+  }
+}
+
+std::unique_ptr<Model> load_draft_model(const ParsedArgs& args, const Tokenizer& target, engine::EngineOptions& options) {
+  const std::optional<std::string> path = args.get("--draft-model");
+  if (!path) return nullptr;
+  auto draft = std::make_unique<Model>(Model::load(*path));
+  try {
+    engine::check_same_vocabulary(target, load_tokenizer(*draft, *path, std::nullopt));
+  } catch (const Error& e) {
+    throw Error("--draft-model " + *path + ": " + e.what());
+  }
+  options.speculative.draft_model = draft.get();
+  return draft;
 }
 
 }  // namespace tokamak::cli

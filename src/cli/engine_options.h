@@ -4,6 +4,7 @@
 // rows in its own table.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,14 @@
 #include "engine/engine.h"
 
 namespace tokamak::cli {
+
+// Speculative decoding (engine/speculative.h): run and chat list these rows too.
+inline constexpr OptionSpec kSpeculativeOptions[] = {
+    {"--draft-model", "FILE", "speculative decoding: a draft model with this model's vocabulary proposes tokens"},
+    {"--spec-ngram", "N", "speculative decoding by prompt lookup: propose what followed the last match of the final N tokens"},
+    {"--draft-max", "N", "drafted tokens per sequence and step, at most; fewer as acceptance or batch calls (default 5)"},
+    {"--draft-min", "N", "a sequence given fewer drafts than this drafts none (default 1)"},
+};
 
 inline constexpr OptionSpec kEngineOptions[] = {
     {"-t,--threads", "N", "threads (default: all cores)"},
@@ -24,6 +33,7 @@ inline constexpr OptionSpec kEngineOptions[] = {
     {"--kv-memory", "BYTES|PCT",
      "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: max-num-seqs sequences of "
      "max-model-len tokens, within half of free RAM"},
+    kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
 };
 
 // The option table of a command that runs an Engine: its own rows, then
@@ -33,5 +43,13 @@ std::vector<OptionSpec> with_engine_options(std::span<const OptionSpec> own);
 // The options the flags ask for. Throws tokamak::Error naming the flag and
 // value of a bad one (range checks that need the model are the Engine's).
 engine::EngineOptions engine_options_from_args(const ParsedArgs& args);
+
+// --spec-ngram, --draft-max and --draft-min into `options`.
+void speculative_options_from_args(const ParsedArgs& args, engine::SpeculativeOptions& options);
+
+// The --draft-model file, loaded and checked against the target's vocabulary
+// (an error names the first difference), set as options.speculative's draft.
+// Null without the flag. The Engine must not outlive it.
+std::unique_ptr<Model> load_draft_model(const ParsedArgs& args, const Tokenizer& target, engine::EngineOptions& options);
 
 }  // namespace tokamak::cli

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/chat_session.h"
+#include "engine/draft_proposer.h"
 #include "engine/session.h"
 #include "engine/stop_strings.h"
 #include "io/gguf.h"
@@ -53,6 +54,21 @@ EngineOptions resolved(const Model& model, EngineOptions o) {
   // positions quantized where a miss reads them in f16, so the two settings
   // do not mix (results would depend on the cache).
   if (kv_layout_for(model.config(), o.kv_format).has_recent()) o.enable_prefix_caching = false;
+  const SpeculativeOptions& spec = o.speculative;
+  if (spec.enabled()) {
+    spec.validate();
+    // Rejected drafts are cut from the KV; an f16 window's rows they took would
+    // then be read quantized, so the kept tokens' results would change.
+    if (o.kv_format.recent > 0) {
+      throw Error("--kv-recent " + std::to_string(o.kv_format.recent) +
+                  " does not combine with speculative decoding (rejected drafts cannot leave the f16 window)");
+    }
+    if (spec.draft_model != nullptr && spec.draft_model->config().n_vocab != model.config().n_vocab) {
+      throw Error("the draft model's vocabulary has " + std::to_string(spec.draft_model->config().n_vocab) +
+                  " tokens, the target's " + std::to_string(model.config().n_vocab) +
+                  ": speculation needs the same vocabulary");
+    }
+  }
   return o;
 }
 
@@ -138,11 +154,24 @@ std::string_view finish_reason_name(FinishReason r) {
 // One completion's sampling and text state.
 struct Completion {
   SeqId seq = -1;  // -1 once finished
-  std::unique_ptr<sampling::Sampler> sampler;
+  std::unique_ptr<sampling::SamplerChain> sampler;
   TextStream stream;
   StopStringMatcher stops;
   int64_t n_generated = 0;
   FinishReason finish = FinishReason::None;
+  // Speculation: the draws of drafting and verification (a stream of its own,
+  // so the sampler's stays what a run without speculation draws), and the
+  // recent share of drafts accepted (the policy's input).
+  sampling::RequestRng spec_rng{0};
+  float acceptance = SpeculationPolicy::kInitialAcceptance;
+};
+
+// The drafts of one step: for each chunk of the plan, its index into
+// proposals, or -1.
+struct Engine::Drafts {
+  std::vector<int32_t> of_chunk;
+  std::vector<ProposalRequest> requests;
+  std::vector<Proposal> proposals;
 };
 
 // Completion `index` of a request, its sampler having seen the prompt (prompt
@@ -155,6 +184,7 @@ static std::unique_ptr<Completion> new_completion(const Tokenizer& tokenizer, in
   sp.seed = completion_seed(seed, index);
   sp.n_probs = p.logprobs ? p.sampling.n_probs : 0;
   c->sampler = sampling::make_sampler(sp, n_vocab);
+  c->spec_rng = sampling::RequestRng(kv::mix64(sp.seed ^ 0x5bec0de5bec0de5ull));
   for (int32_t t : prompt) c->sampler->accept(t);
   return c;
 }
@@ -180,8 +210,19 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
       forward_(model, pool_, options_.matmul),
       scheduler_(kv_, SchedulerOptions{options_.max_num_seqs, options_.max_num_batched_tokens,
                                        options_.enable_prefix_caching, prefix_salt(model, options_.kv_format)}),
+      policy_(options_.speculative),
+      drafts_(std::make_unique<Drafts>()),
       epoch_(std::chrono::steady_clock::now()) {
   if (options_.reserve_kv_memory) kv_.pool().reserve_memory();
+  const SpeculativeOptions& spec = options_.speculative;
+  if (spec.draft_model != nullptr) {
+    // The draft's pool holds as many tokens as the target's.
+    proposer_ = std::make_unique<DraftModelProposer>(*spec.draft_model, pool_, options_.kv_format, kv_.pool().n_blocks(),
+                                                     options_.matmul, options_.enable_prefix_caching);
+  } else if (spec.ngram > 0) {
+    proposer_ = make_ngram_proposer(spec.ngram);
+  }
+  if (proposer_) stats_.spec_accepted_per_position.assign(static_cast<size_t>(spec.draft_max), 0);
 }
 
 Engine::~Engine() = default;
@@ -277,6 +318,7 @@ bool Engine::abort(int64_t request_id) {
   for (size_t i = 0; i < r->completions.size(); ++i) {
     Completion& c = *r->completions[i];
     if (c.seq < 0) continue;
+    release_speculation(c.seq);
     scheduler_.finish(c.seq);
     c.seq = -1;
     c.finish = FinishReason::Abort;
@@ -321,6 +363,7 @@ void Engine::finish_completion(RequestState& r, int32_t index, StopReason why, R
   const FinishReason reason = why == StopReason::Cancelled                                    ? FinishReason::Abort
                               : why == StopReason::MaxTokens || why == StopReason::ContextFull ? FinishReason::Length
                                                                                                : FinishReason::Stop;
+  release_speculation(c.seq);
   scheduler_.finish(c.seq);
   c.seq = -1;
   c.finish = reason;
@@ -346,25 +389,156 @@ void Engine::sample(RequestState& r, int32_t index, std::span<const float> logit
   Sequence& s = scheduler_.sequence(c.seq);
   const int32_t token = c.sampler->sample(logits);
   s.tokens.push_back(token);
+  const sampling::Logprobs logprobs = r.params.logprobs ? c.sampler->last_logprobs() : sampling::Logprobs{};
+  emit(r, index, token, r.params.logprobs ? &logprobs : nullptr, static_cast<int64_t>(s.tokens.size()), out);
+}
+
+bool Engine::emit(RequestState& r, int32_t index, int32_t token, const sampling::Logprobs* logprobs, int64_t length,
+                  RequestOutput& out) {
+  Completion& c = *r.completions[static_cast<size_t>(index)];
   ++c.n_generated;
   ++stats_.generated_tokens;
   CompletionDelta& d = delta_for(out, index);
   d.token_ids.push_back(token);
-  if (r.params.logprobs) d.logprobs.push_back(c.sampler->last_logprobs());
+  if (logprobs != nullptr) d.logprobs.push_back(*logprobs);
 
   const GenerationParams& p = r.params;
   const bool end = (!p.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
                    (p.stop_at_bos && token == tokenizer_.bos()) ||
                    std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
-  if (end) return finish_completion(r, index, StopReason::EndOfGeneration, out);
-  const StopStringMatcher::Output text = c.stops.push(c.stream.push(token));
-  d.text += text.text;
-  if (text.stopped) return finish_completion(r, index, StopReason::StopString, out);
-  if (p.max_tokens > 0 && c.n_generated >= p.max_tokens) {
-    finish_completion(r, index, StopReason::MaxTokens, out);
-  } else if (static_cast<int64_t>(s.tokens.size()) >= options_.max_model_len) {
-    finish_completion(r, index, StopReason::ContextFull, out);
+  StopReason why;
+  if (end) {
+    why = StopReason::EndOfGeneration;
+  } else {
+    const StopStringMatcher::Output text = c.stops.push(c.stream.push(token));
+    d.text += text.text;
+    if (text.stopped) why = StopReason::StopString;
+    else if (p.max_tokens > 0 && c.n_generated >= p.max_tokens) why = StopReason::MaxTokens;
+    else if (length >= options_.max_model_len) why = StopReason::ContextFull;
+    else return false;
   }
+  finish_completion(r, index, why, out);
+  return true;
+}
+
+void Engine::release_speculation(SeqId seq) {
+  if (proposer_) proposer_->release(seq);
+}
+
+void Engine::draft(const ScheduledStep& plan, Drafts& drafts) {
+  drafts.of_chunk.assign(plan.chunks.size(), -1);
+  drafts.requests.clear();
+  int64_t budget = options_.max_num_batched_tokens - plan.n_tokens;
+  if (budget <= 0) return;
+  // Candidates: decode chunks (one token, sampled after) of completions whose
+  // chain speculation can verify, with room for at least one draft.
+  std::vector<size_t> chunk_of;
+  std::vector<float> acceptance;
+  std::vector<int32_t> cap;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (c.count != 1 || !c.want_logits) continue;
+    const Sequence& s = scheduler_.sequence(c.seq);
+    const RequestState& r = *find_request(s.request_id);
+    if (r.params.n > 1 && !r.forked) continue;  // this row samples every completion's first token
+    const Completion& comp = *r.completions[static_cast<size_t>(s.index)];
+    const sampling::Selector selector = comp.sampler->selector();
+    if (selector != sampling::Selector::Greedy && selector != sampling::Selector::Dist) continue;
+    // Kept tokens are the accepted drafts plus one: within max_tokens and max_model_len.
+    int64_t k = options_.speculative.draft_max;
+    if (r.params.max_tokens > 0) k = std::min<int64_t>(k, r.params.max_tokens - comp.n_generated - 1);
+    k = std::min<int64_t>(k, options_.max_model_len - static_cast<int64_t>(s.tokens.size()) - 1);
+    if (k < 1) continue;
+    chunk_of.push_back(i);
+    acceptance.push_back(comp.acceptance);
+    cap.push_back(static_cast<int32_t>(k));
+  }
+  if (chunk_of.empty()) return;
+  const std::vector<int32_t> ks = policy_.choose(acceptance, cap, plan.n_tokens, proposer_->seconds_per_pass());
+  int32_t blocks_left = kv_.pool().n_allocatable();
+  std::vector<size_t> drafting;  // chunk index of each request
+  for (size_t j = 0; j < chunk_of.size(); ++j) {
+    const ScheduledChunk& c = plan.chunks[chunk_of[j]];
+    int64_t k = std::min<int64_t>(ks[j], budget);
+    // Drafts never preempt: a sequence short of blocks for them drafts fewer.
+    while (k > 0 && kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k) > blocks_left) --k;
+    if (k < std::max(options_.speculative.draft_min, 1)) continue;
+    blocks_left -= kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k);
+    budget -= k;
+    Sequence& s = scheduler_.sequence(c.seq);
+    Completion& comp = *find_request(s.request_id)->completions[static_cast<size_t>(s.index)];
+    drafts.requests.push_back({c.seq, s.tokens, static_cast<int32_t>(k), comp.sampler.get(), &comp.spec_rng});
+    drafting.push_back(chunk_of[j]);
+  }
+  if (drafts.requests.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  proposer_->propose(drafts.requests, drafts.proposals);
+  stats_.draft_seconds += seconds_since(start);
+  for (size_t j = 0; j < drafts.requests.size(); ++j) {
+    const size_t n = drafts.proposals[j].tokens.size();
+    if (n == 0) continue;
+    const ScheduledChunk& c = plan.chunks[drafting[j]];
+    kv_.prepare_write(c.seq, c.begin, c.begin + 1 + static_cast<int64_t>(n));
+    drafts.of_chunk[drafting[j]] = static_cast<int32_t>(j);
+  }
+}
+
+int32_t Engine::verify(RequestState& r, int32_t index, const ScheduledChunk& c, const Proposal& proposal,
+                       std::span<const float> logits, std::vector<int32_t>& kept,
+                       std::vector<sampling::Logprobs>& kept_logprobs) {
+  Completion& comp = *r.completions[static_cast<size_t>(index)];
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  const int32_t k = static_cast<int32_t>(proposal.tokens.size());
+  // A copy of the chain walks the positions: it accepts each kept token
+  // before the next position is judged (penalties see the drafts).
+  const std::unique_ptr<sampling::SamplerChain> chain = comp.sampler->clone_chain();
+  const bool greedy = chain->selector() == sampling::Selector::Greedy;
+  kept.clear();
+  kept_logprobs.clear();
+  int32_t accepted = 0;
+  for (int32_t j = 0; j <= k; ++j) {
+    const std::span<const float> row = logits.subspan(static_cast<size_t>(j) * n_vocab, n_vocab);
+    int32_t token;
+    bool took_draft;
+    if (greedy) {  // exact match: the target's own choice, kept while it is the draft's
+      token = chain->sample(row);
+      took_draft = j < k && token == proposal.tokens[static_cast<size_t>(j)];
+      if (r.params.logprobs) kept_logprobs.push_back(chain->last_logprobs(comp.sampler->n_probs()));
+    } else {
+      chain->distribution(row, p_scratch_);
+      if (j < k) {
+        const sampling::DraftedToken drafted{proposal.tokens[static_cast<size_t>(j)],
+                                             proposal.q.empty() ? nullptr : &proposal.q[static_cast<size_t>(j)]};
+        const sampling::Verdict v = options_.speculative.accept(p_scratch_, drafted, comp.spec_rng, q_scratch_);
+        token = v.token;
+        took_draft = v.accepted;
+      } else {  // every draft kept: a bonus token from p
+        token = sampling::draw_token(p_scratch_, comp.spec_rng.uniform());
+        took_draft = false;
+      }
+      chain->accept(token);
+      if (r.params.logprobs) {
+        const auto it = std::find_if(p_scratch_.begin(), p_scratch_.end(), [&](const sampling::TokenData& t) { return t.id == token; });
+        kept_logprobs.push_back(sampling::logprobs_of(p_scratch_, static_cast<size_t>(it - p_scratch_.begin()),
+                                                      comp.sampler->n_probs()));
+      }
+    }
+    kept.push_back(token);
+    if (!took_draft) break;
+    ++accepted;
+  }
+  for (int32_t t : kept) comp.sampler->accept(t);
+  Sequence& s = scheduler_.sequence(c.seq);
+  s.tokens.insert(s.tokens.end(), kept.begin(), kept.end());
+  // The KV holds the last token and k drafts: keep the accepted ones.
+  kv_.set_length(c.seq, c.begin + 1 + accepted);
+  proposer_->verified(c.seq, c.begin + 1 + accepted);
+  comp.acceptance = SpeculationPolicy::updated_acceptance(comp.acceptance, k, accepted);
+  ++stats_.spec_drafts;
+  stats_.spec_draft_tokens += k;
+  stats_.spec_accepted_tokens += accepted;
+  for (int32_t j = 0; j < accepted; ++j) ++stats_.spec_accepted_per_position[static_cast<size_t>(j)];
+  return accepted;
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -372,41 +546,80 @@ std::vector<RequestOutput> Engine::step() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<RequestOutput> outputs = std::move(pending_aborts_);
   pending_aborts_.clear();
-  const ScheduledStep plan = scheduler_.schedule();
+  ScheduledStep plan = scheduler_.schedule();
   stats_.preemptions = scheduler_.preemptions();
+  for (SeqId seq : plan.preempted) release_speculation(seq);
   for (SeqId seq : plan.cannot_fit) {
     const Sequence& s = scheduler_.sequence(seq);
     RequestState& r = *find_request(s.request_id);
     finish_completion(r, s.index, StopReason::ContextFull, output_for(r, outputs));
   }
   if (!plan.chunks.empty()) {
+    Drafts& drafts = *drafts_;
+    if (proposer_) draft(plan, drafts);
+    else drafts.of_chunk.assign(plan.chunks.size(), -1);
+    // The batch: each chunk's tokens, then its drafts (each wants logits).
     batch_.clear();
-    for (const ScheduledChunk& c : plan.chunks) {
+    std::vector<size_t> first_row(plan.chunks.size(), 0);
+    size_t n_rows = 0;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
       const Sequence& s = scheduler_.sequence(c.seq);
-      for (int64_t i = c.begin; i < c.begin + c.count; ++i) {
-        batch_.add(s.tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), c.seq,
-                   c.want_logits && i + 1 == c.begin + c.count);
+      for (int64_t t = c.begin; t < c.begin + c.count; ++t) {
+        batch_.add(s.tokens[static_cast<size_t>(t)], static_cast<int32_t>(t), c.seq,
+                   c.want_logits && t + 1 == c.begin + c.count);
       }
+      first_row[i] = n_rows;
+      n_rows += c.want_logits ? 1 : 0;
+      if (drafts.of_chunk[i] < 0) continue;
+      const std::vector<int32_t>& d = drafts.proposals[static_cast<size_t>(drafts.of_chunk[i])].tokens;
+      for (size_t j = 0; j < d.size(); ++j) {
+        batch_.add(d[j], static_cast<int32_t>(c.begin + c.count + static_cast<int64_t>(j)), c.seq, true);
+      }
+      n_rows += d.size();
     }
     const auto forward_start = std::chrono::steady_clock::now();
     const std::span<const float> logits = forward_.run(batch_, kv_);
-    stats_.forward_seconds += seconds_since(forward_start);
-    scheduler_.commit(plan);
-    stats_.computed_tokens += plan.n_tokens;
+    const double forward_seconds = seconds_since(forward_start);
+    stats_.forward_seconds += forward_seconds;
+    policy_.observe_forward(batch_.size(), forward_seconds);
+    stats_.computed_tokens += batch_.size();
     stats_.peak_used_blocks = std::max(stats_.peak_used_blocks, kv_.pool().n_used());
 
+    // Verification first: the kept tokens enter their sequences before the
+    // commit keys their blocks for the prefix cache.
     const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
-    size_t row = 0;
-    for (const ScheduledChunk& c : plan.chunks) {
+    std::vector<std::vector<int32_t>> kept(plan.chunks.size());
+    std::vector<std::vector<sampling::Logprobs>> kept_logprobs(plan.chunks.size());
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      if (drafts.of_chunk[i] < 0) continue;
+      ScheduledChunk& c = plan.chunks[i];
+      const Proposal& proposal = drafts.proposals[static_cast<size_t>(drafts.of_chunk[i])];
+      const Sequence& s = scheduler_.sequence(c.seq);
+      const std::span<const float> rows = logits.subspan(first_row[i] * n_vocab, (proposal.tokens.size() + 1) * n_vocab);
+      c.count += verify(*find_request(s.request_id), s.index, c, proposal, rows, kept[i], kept_logprobs[i]);
+    }
+    scheduler_.commit(plan);
+
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
       if (!c.want_logits) continue;
-      const std::span<const float> logits_row = logits.subspan(row++ * n_vocab, n_vocab);
       const Sequence& s = scheduler_.sequence(c.seq);
       RequestState& r = *find_request(s.request_id);
       RequestOutput& out = output_for(r, outputs);
       const int32_t index = s.index;
+      if (drafts.of_chunk[i] >= 0) {
+        // Kept token j is the sequence's token begin + 1 + j.
+        for (size_t j = 0; j < kept[i].size(); ++j) {
+          const sampling::Logprobs* lp = j < kept_logprobs[i].size() ? &kept_logprobs[i][j] : nullptr;
+          if (emit(r, index, kept[i][j], lp, c.begin + 2 + static_cast<int64_t>(j), out)) break;
+        }
+        continue;
+      }
+      const std::span<const float> logits_row = logits.subspan(first_row[i] * n_vocab, n_vocab);
       if (r.params.n > 1 && !r.forked) {
         fork_completions(r);  // every completion samples its first token from this row
-        for (int32_t i = 0; i < r.params.n; ++i) sample(r, i, logits_row, out);
+        for (int32_t k = 0; k < r.params.n; ++k) sample(r, k, logits_row, out);
       } else {
         sample(r, index, logits_row, out);
       }

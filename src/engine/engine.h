@@ -27,6 +27,7 @@
 #include "core/thread_pool.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_memory.h"
 #include "model/forward.h"
@@ -49,6 +50,7 @@ struct EngineOptions {
   bool reserve_kv_memory = false;    // make the whole KV pool resident at construction (a server's choice)
   int threads = 0;                   // 0: all cores
   kernels::MatmulOptions matmul;
+  SpeculativeOptions speculative;    // a draft model or prompt lookup; off by default
 };
 
 struct EngineStats {
@@ -61,6 +63,13 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0; // prompt tokens whose KV came from the cache
   int64_t prefix_evictions = 0;
   int32_t peak_used_blocks = 0;
+  // Speculative decoding (vLLM's spec_decode counters): sequence-steps that
+  // drafted, tokens drafted, drafts accepted, and accepted by position.
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;  // [draft_max]
+  double draft_seconds = 0.0;    // proposing (the draft model's passes)
   double forward_seconds = 0.0;  // inside Forward::run
   double step_seconds = 0.0;     // the whole of step(): scheduling, forward, sampling, detokenizing
 };
@@ -119,6 +128,24 @@ class Engine {
   // Samples completion `index`'s next token from its logits row, streams its
   // text and finishes it at a stop condition.
   void sample(RequestState& r, int32_t index, std::span<const float> logits, RequestOutput& out);
+  // Reports a token that is already the sequence's token `length - 1`:
+  // streams its text and finishes the completion at a stop condition. True
+  // when the completion finished.
+  bool emit(RequestState& r, int32_t index, int32_t token, const sampling::Logprobs* logprobs, int64_t length,
+            RequestOutput& out);
+
+  // Speculation of one step: which decode chunks draft, and what.
+  struct Drafts;
+  // Drafts for the plan's decode chunks within its token budget and the free
+  // KV; widens those chunks' KV to hold the drafts.
+  void draft(const ScheduledStep& plan, Drafts& drafts);
+  // Verifies chunk `c`'s drafts against its logits rows: the tokens kept
+  // (accepted drafts, then the replacement or bonus token) go into the
+  // sequence and `kept`, with their logprobs when asked; the KV is cut back.
+  // Returns the number of drafts accepted.
+  int32_t verify(RequestState& r, int32_t index, const ScheduledChunk& c, const Proposal& proposal,
+                 std::span<const float> logits, std::vector<int32_t>& kept, std::vector<sampling::Logprobs>& kept_logprobs);
+  void release_speculation(SeqId seq);
   void finish_completion(RequestState& r, int32_t index, StopReason why, RequestOutput& out);
   // n > 1: the prompt's sequence, just prefilled, forks into the other
   // completions (sharing its blocks), each with its own RNG stream.
@@ -132,6 +159,11 @@ class Engine {
   kv::KvCache kv_;
   Forward forward_;
   Scheduler scheduler_;
+  std::unique_ptr<Proposer> proposer_;  // null: no speculation
+  SpeculationPolicy policy_;
+  std::unique_ptr<Drafts> drafts_;         // reused step to step
+  sampling::Candidates p_scratch_;         // the target's distribution at a verified position
+  std::vector<float> q_scratch_;           // accept_or_replace's dense q
   Batch batch_;
   EngineStats stats_;
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // live requests by id

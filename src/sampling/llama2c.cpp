@@ -20,6 +20,7 @@ class Llama2c final : public Sampler {
   Llama2c(float temperature, float top_p, uint64_t seed)
       : temperature_(temperature), top_p_(top_p), seed_(seed), rng_(seed) {}
 
+  Selector selector() const override { return Selector::Llama2c; }
   std::string name() const override {
     return "llama2c(temp " + param_str(temperature_) + ", top-p " + param_str(top_p_) + ")";
   }

@@ -50,8 +50,12 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 Logprobs Sampler::last_logprobs(int n_top) const {
-  const Candidates& c = scratch_;
-  if (c.selected < 0) throw Error("sampling: last_logprobs() before a successful sample()");
+  if (scratch_.selected < 0) throw Error("sampling: last_logprobs() before a successful sample()");
+  return logprobs_of(scratch_, static_cast<size_t>(scratch_.selected), n_top);
+}
+
+Logprobs logprobs_of(const Candidates& c, size_t chosen, int n_top) {
+  if (chosen >= c.size()) throw Error("sampling: logprobs of candidate " + std::to_string(chosen) + " of " + std::to_string(c.size()));
   // log p_i = logit_i - log(sum_j exp(logit_j)), max-subtracted, in double.
   float max_logit = -INFINITY;
   for (const TokenData& t : c) max_logit = std::max(max_logit, t.logit);
@@ -61,7 +65,7 @@ Logprobs Sampler::last_logprobs(int n_top) const {
   const auto logprob = [&](const TokenData& t) { return static_cast<float>(t.logit - log_z); };
 
   Logprobs out;
-  out.chosen = {c[c.selected].id, logprob(c[c.selected])};
+  out.chosen = {c[chosen].id, logprob(c[chosen])};
   const size_t n = std::min(static_cast<size_t>(std::max(n_top, 0)), c.size());
   if (n == 0) return out;
   std::vector<uint32_t> order(c.size());  // [candidates] indices into c
@@ -111,7 +115,19 @@ void SamplerChain::reset() {
 
 std::unique_ptr<Sampler> SamplerChain::clone() const { return std::make_unique<SamplerChain>(*this); }
 
-std::unique_ptr<Sampler> make_sampler(const SamplingParams& p, int32_t n_vocab) {
+void SamplerChain::distribution(std::span<const float> logits, Candidates& out) {
+  if (selector() != Selector::Dist) throw Error("sampling: distribution() of " + name() + ", which does not end in dist");
+  if (logits.empty()) throw Error("sampling: " + name() + ": empty logits row");
+  out.fill(logits);
+  if (n_vocab_ > 0 && out.size() != static_cast<size_t>(n_vocab_)) {
+    throw Error("sampling: logits row has " + std::to_string(out.size()) + " entries, expected n_vocab = " +
+                std::to_string(n_vocab_));
+  }
+  for (size_t i = 0; i + 1 < samplers_.size(); ++i) samplers_[i]->apply(out);
+  out.softmax();
+}
+
+std::unique_ptr<SamplerChain> make_sampler(const SamplingParams& p, int32_t n_vocab) {
   validate(p, n_vocab);
   auto chain = std::make_unique<SamplerChain>(n_vocab);
   // Bias first, as llama.cpp's common sampling chain has it: the repetition

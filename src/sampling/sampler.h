@@ -60,6 +60,11 @@ struct Logprobs {
   std::vector<TokenLogprob> top;  // highest first, min(n, candidates) entries
 };
 
+// What a chain's last sampler does with the candidates: the speculative
+// decoder verifies greedy chains by exact match and dist chains by rejection
+// sampling against the distribution the chain leaves before its draw.
+enum class Selector { None, Greedy, Dist, Llama2c };
+
 class Sampler {
  public:
   Sampler() = default;
@@ -76,6 +81,8 @@ class Sampler {
   virtual void reset() {}
   // An independent copy with the same state (history and RNG position).
   virtual std::unique_ptr<Sampler> clone() const = 0;
+  // Whether (and how) this sampler selects a token; None for the others.
+  virtual Selector selector() const { return Selector::None; }
 
   // Samples one position: loads `logits` [n_vocab] into candidates, applies,
   // accepts the chosen token and returns it. Throws Error if nothing was selected.
@@ -87,6 +94,7 @@ class Sampler {
   Logprobs last_logprobs(int n_top) const;
   Logprobs last_logprobs() const { return last_logprobs(n_probs_); }
   void set_n_probs(int n) { n_probs_ = n; }
+  int n_probs() const { return n_probs_; }
 
  private:
   Candidates scratch_;  // the last sample()'s candidates, kept for last_logprobs()
@@ -109,6 +117,14 @@ class SamplerChain final : public Sampler {
   void accept(int32_t token) override;
   void reset() override;
   std::unique_ptr<Sampler> clone() const override;
+  std::unique_ptr<SamplerChain> clone_chain() const { return std::make_unique<SamplerChain>(*this); }
+  Selector selector() const override { return samplers_.empty() ? Selector::None : samplers_.back()->selector(); }
+
+  // The distribution the chain draws from at one position: `out` holds the
+  // candidates every sampler but the final dist left, with p = their softmax
+  // (logits at the chain's temperature). Nothing is accepted or drawn. Throws
+  // Error unless selector() is Dist.
+  void distribution(std::span<const float> logits, Candidates& out);
 
  private:
   int32_t n_vocab_;
@@ -120,6 +136,10 @@ class SamplerChain final : public Sampler {
 // greedy (after bias and penalties) when temperature <= 0, or bias, penalties
 // and llama2.c's procedure for Rng::Llama2c. Neutral stages are left out.
 // The seed is resolved here when it is kRandomSeed.
-std::unique_ptr<Sampler> make_sampler(const SamplingParams& params, int32_t n_vocab);
+std::unique_ptr<SamplerChain> make_sampler(const SamplingParams& params, int32_t n_vocab);
+
+// The logprobs of candidate `chosen` and the n_top best, over the softmax of
+// the candidates' logits (what Sampler::last_logprobs reports).
+Logprobs logprobs_of(const Candidates& candidates, size_t chosen, int n_top);
 
 }  // namespace tokamak::sampling

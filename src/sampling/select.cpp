@@ -11,6 +11,7 @@ class Greedy final : public Sampler {
   std::string name() const override { return "greedy"; }
   void apply(Candidates& cur) override { cur.selected = static_cast<int64_t>(cur.argmax()); }
   std::unique_ptr<Sampler> clone() const override { return std::make_unique<Greedy>(*this); }
+  Selector selector() const override { return Selector::Greedy; }
 };
 
 class Dist final : public Sampler {
@@ -41,6 +42,7 @@ class Dist final : public Sampler {
 
   void reset() override { rng_ = RequestRng(seed_); }
   std::unique_ptr<Sampler> clone() const override { return std::make_unique<Dist>(*this); }
+  Selector selector() const override { return Selector::Dist; }
 
  private:
   uint64_t seed_;
