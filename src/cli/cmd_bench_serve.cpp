@@ -71,6 +71,13 @@ void print_common(const engine::ServeBenchResult& r) {
               r.itl_ms.p99);
   std::printf("%-26s %lld\n", "preemptions", static_cast<long long>(r.preemptions));
   std::printf("%-26s %.1f%%\n", "prefix-cache hit rate", 100.0 * r.prefix_hit_rate);
+  if (r.spec_draft_tokens > 0) {
+    std::printf("%-26s %lld drafted, %lld accepted (%.1f%%); by position:", "speculation",
+                static_cast<long long>(r.spec_draft_tokens), static_cast<long long>(r.spec_accepted_tokens),
+                100.0 * static_cast<double>(r.spec_accepted_tokens) / static_cast<double>(r.spec_draft_tokens));
+    for (const int64_t n : r.spec_accepted_per_position) std::printf(" %lld", static_cast<long long>(n));
+    std::printf("\n");
+  }
 }
 
 nlohmann::ordered_json percentiles_json(const engine::LatencyPercentiles& p) {
@@ -95,7 +102,10 @@ nlohmann::ordered_json common_json(const engine::ServeBenchResult& r, const engi
           {"ttft_ms", percentiles_json(r.ttft_ms)},
           {"itl_ms", percentiles_json(r.itl_ms)},
           {"preemptions", r.preemptions},
-          {"prefix_hit_rate", r.prefix_hit_rate}};
+          {"prefix_hit_rate", r.prefix_hit_rate},
+          {"spec_draft_tokens", r.spec_draft_tokens},
+          {"spec_accepted_tokens", r.spec_accepted_tokens},
+          {"spec_accepted_per_position", r.spec_accepted_per_position}};
 }
 
 // --url: the same workload against a live server (server/bench_client.h).

@@ -54,6 +54,7 @@ constexpr OptionSpec kOptions[] = {
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kKvCacheOptions[5],
     kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
+    kSpeculativeOptions[4],
     {"-v,--verbose", "", "per turn on stderr: prompt tokens reused from the session and prefilled, speeds"},
     {"-h,--help", "", "show this help"},
 };

@@ -47,6 +47,7 @@ void speculative_options_from_args(const ParsedArgs& args, engine::SpeculativeOp
   if (o.draft_min > o.draft_max) {
     throw Error("option --draft-min " + std::to_string(o.draft_min) + " is above --draft-max " + std::to_string(o.draft_max));
   }
+  o.adaptive_depth = !args.has("--draft-fixed");
   if (args.has("--draft-model") && args.has("--spec-ngram")) {
     throw Error("options --draft-model and --spec-ngram both propose tokens: choose one");
   }

@@ -20,6 +20,7 @@ inline constexpr OptionSpec kSpeculativeOptions[] = {
     {"--spec-ngram", "N", "speculative decoding by prompt lookup: propose what followed the last match of the final N tokens"},
     {"--draft-max", "N", "drafted tokens per sequence and step, at most; fewer as acceptance or batch calls (default 5)"},
     {"--draft-min", "N", "a sequence given fewer drafts than this drafts none (default 1)"},
+    {"--draft-fixed", "", "draft --draft-max tokens every step (default: a depth from acceptance and batch size)"},
 };
 
 inline constexpr OptionSpec kEngineOptions[] = {
@@ -34,6 +35,7 @@ inline constexpr OptionSpec kEngineOptions[] = {
      "KV cache memory: a size (4G, 512M) or a share of free RAM (80%); default: max-num-seqs sequences of "
      "max-model-len tokens, within half of free RAM"},
     kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
+    kSpeculativeOptions[4],
 };
 
 // The option table of a command that runs an Engine: its own rows, then

@@ -188,6 +188,12 @@ ServeBenchResult run_serve_bench(Engine& engine, const ServeBenchOptions& option
   res.itl_ms = latency_percentiles(std::move(itl_ms));
   res.peak_kv_usage = static_cast<double>(after.peak_used_blocks) / engine.kv_cache().pool().n_blocks();
   res.preemptions = after.preemptions - before.preemptions;
+  res.spec_draft_tokens = after.spec_draft_tokens - before.spec_draft_tokens;
+  res.spec_accepted_tokens = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  res.spec_accepted_per_position = after.spec_accepted_per_position;
+  for (size_t i = 0; i < res.spec_accepted_per_position.size(); ++i) {
+    res.spec_accepted_per_position[i] -= before.spec_accepted_per_position[i];
+  }
   const PrefixCacheStats& prefix = engine.scheduler().prefix_stats();
   const int64_t queried = prefix.query_tokens - prefix_before.query_tokens;
   if (queried > 0) res.prefix_hit_rate = static_cast<double>(prefix.hit_tokens - prefix_before.hit_tokens) / queried;

@@ -69,6 +69,11 @@ struct ServeBenchResult {
   LatencyPercentiles itl_ms;         // zero when no request made two tokens
   double peak_kv_usage = 0.0;        // the most blocks referenced at once, over the pool's blocks
   int64_t preemptions = 0;
+  // Speculative decoding: tokens drafted and accepted, and accepted by
+  // position in the draft (empty without speculation).
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
   // Tokens whose KV came from the prefix cache at admission, over the tokens
   // admitted: the prompts, and after a preemption the recomputed sequence
   // (mostly a hit), so the rate stays within [0, 1]. Without preemption:

@@ -44,11 +44,13 @@ DraftModelProposer::DraftModelProposer(const Model& draft, ThreadPool& pool, con
       prefix_caching_(prefix_caching),
       salt_(kv::mix64(static_cast<uint64_t>(draft.weight_bytes()) ^ 0xd4af7ull)) {}
 
-std::span<const float> DraftModelProposer::run_pass() {
+std::span<const float> DraftModelProposer::run_pass(bool one_token_each) {
   const auto start = std::chrono::steady_clock::now();
   const std::span<const float> logits = forward_.run(batch_, kv_);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  pass_seconds_ = pass_seconds_ == 0.0 ? s : pass_seconds_ + (s - pass_seconds_) * 0.1;
+  // The policy prices a drafting pass: catch-up passes (a prompt's worth,
+  // the first time) would overstate it.
+  if (one_token_each) pass_seconds_ = pass_seconds_ == 0.0 ? s : pass_seconds_ + (s - pass_seconds_) * 0.1;
   return logits;
 }
 
@@ -107,7 +109,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
 
   const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
   for (int32_t depth = 0;; ++depth) {
-    const std::span<const float> logits = run_pass();
+    const std::span<const float> logits = run_pass(batch_.size() == static_cast<int64_t>(drafting.size()));
     size_t row = 0;
     for (Drafting& d : drafting) {
       const ProposalRequest& q = requests[d.request];

@@ -44,7 +44,8 @@ class DraftModelProposer final : public Proposer {
   void adopt_cached_prefix(SeqId seq, std::span<const int32_t> tokens);
   // Registers the full blocks among the sequence's first n_final tokens.
   void register_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t n_final);
-  std::span<const float> run_pass();
+  // One forward of the draft over batch_; one_token_each: a pure drafting pass (timed for the policy).
+  std::span<const float> run_pass(bool one_token_each);
 
   const Model& model_;
   kv::KvCache kv_;

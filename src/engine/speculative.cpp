@@ -78,6 +78,7 @@ std::vector<int32_t> SpeculationPolicy::choose(std::span<const float> acceptance
   // expected tokens (the step's own, plus a + ... + a^k per candidate)
   // over the modelled time a + b * tokens + depth draft passes. The best depth
   // wins; with no measurement yet the target's step counts as free to widen.
+  if (!options_.adaptive_depth) return std::vector<int32_t>(max_k.begin(), max_k.end());
   const double a = small_step_seconds_ > 0.0 ? small_step_seconds_ : 1.0;
   const double b = token_seconds_;
   int32_t best_depth = 0;

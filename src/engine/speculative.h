@@ -34,6 +34,9 @@ struct SpeculativeOptions {
   int32_t ngram = 0;
   int32_t draft_max = 5;  // drafted tokens per sequence and step, at most
   int32_t draft_min = 1;  // a sequence the policy gives fewer drafts than this drafts none
+  // Off: every decoding sequence drafts draft_max tokens each step (less only
+  // where max_tokens, the context, the step's budget or the KV pool say so).
+  bool adaptive_depth = true;
   sampling::AcceptRule accept = &sampling::accept_or_replace;
 
   bool enabled() const { return draft_model != nullptr || ngram > 0; }
@@ -99,9 +102,12 @@ class SpeculationPolicy {
   double crossover_tokens() const;
 
   // The acceptance rate a completion starts from, and its update (an
-  // exponential average over about the last 8 drafted tokens).
+  // exponential average over about the last 8 drafted tokens). A completion
+  // that does not draft in a step drifts back toward the start value, so a
+  // low estimate is tried again after a while (the text may turn predictable).
   static constexpr float kInitialAcceptance = 0.7f;
   static float updated_acceptance(float rate, int32_t drafted, int32_t accepted);
+  static float undrafted_acceptance(float rate) { return rate + (kInitialAcceptance - rate) * 0.02f; }
 
  private:
   SpeculativeOptions options_;

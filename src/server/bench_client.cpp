@@ -197,6 +197,14 @@ engine::ServeBenchResult run_http_serve_bench(const HttpBenchTarget& target, con
   res.ttft_ms = engine::latency_percentiles(all.ttft_ms);
   res.itl_ms = engine::latency_percentiles(all.itl_ms);
   res.preemptions = static_cast<int64_t>(delta("tokamak:num_preemptions_total"));
+  res.spec_draft_tokens = static_cast<int64_t>(delta("tokamak:spec_decode_num_draft_tokens_total"));
+  res.spec_accepted_tokens = static_cast<int64_t>(delta("tokamak:spec_decode_num_accepted_tokens_total"));
+  for (int position = 0;; ++position) {
+    const std::string name =
+        "tokamak:spec_decode_num_accepted_tokens_per_pos_total{position=\"" + std::to_string(position) + "\"}";
+    if (after.find(name) == after.end()) break;
+    res.spec_accepted_per_position.push_back(static_cast<int64_t>(delta(name.c_str())));
+  }
   const double queries = delta("tokamak:prefix_cache_queries_total");
   res.prefix_hit_rate = queries > 0 ? delta("tokamak:prefix_cache_hits_total") / queries : 0.0;
   return res;

@@ -191,6 +191,10 @@ void EngineWorker::publish_gauges() {
   g.preemptions = stats.preemptions;
   g.prompt_tokens = stats.prompt_tokens;
   g.generation_tokens = stats.generated_tokens;
+  g.spec_drafts = stats.spec_drafts;
+  g.spec_draft_tokens = stats.spec_draft_tokens;
+  g.spec_accepted_tokens = stats.spec_accepted_tokens;
+  g.spec_accepted_per_position = stats.spec_accepted_per_position;
   metrics_.set_engine(g);
 }
 

@@ -108,6 +108,15 @@ std::string Metrics::render() const {
   counter("num_preemptions_total", "Sequences preempted (their KV freed, to be recomputed).", gauges_.preemptions);
   counter("prompt_tokens_total", "Prompt tokens admitted.", gauges_.prompt_tokens);
   counter("generation_tokens_total", "Tokens generated.", gauges_.generation_tokens);
+  counter("spec_decode_num_drafts_total", "Sequence-steps that drafted tokens (speculative decoding).", gauges_.spec_drafts);
+  counter("spec_decode_num_draft_tokens_total", "Tokens drafted.", gauges_.spec_draft_tokens);
+  counter("spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.", gauges_.spec_accepted_tokens);
+  const std::string per_position = kPrefix + "spec_decode_num_accepted_tokens_per_pos_total";
+  header(out, per_position, "counter", "Drafted tokens accepted, by their position in the draft (0 first).");
+  for (size_t i = 0; i < gauges_.spec_accepted_per_position.size(); ++i) {
+    out += per_position + "{position=\"" + std::to_string(i) + "\"} " +
+           std::to_string(gauges_.spec_accepted_per_position[i]) + "\n";
+  }
   const std::string success = kPrefix + "request_success_total";
   header(out, success, "counter", "Finished requests by finish reason.");
   const char* reasons[] = {"stop", "length", "abort"};

@@ -45,6 +45,11 @@ struct EngineGauges {
   int64_t preemptions = 0;
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
+  // Speculative decoding (vLLM's spec_decode_* counters).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
 };
 
 class Metrics {
