@@ -186,15 +186,16 @@ int run_main(int argc, char** argv) {
   int64_t n_generated = 0;
   engine::StopReason stop = engine::StopReason::MaxTokens;
   double prefill_seconds = 0.0, decode_seconds = 0.0;
-  int64_t decode_steps = 0;
+  int64_t first_tokens = 0;  // sampled by the prefill step
   while (eng.has_unfinished()) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<engine::RequestOutput> outputs = eng.step();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // The first step prefills the prompt (and samples the first token); each
-    // later one decodes the token sampled before it.
-    if (n_generated == 0) prefill_seconds += dt;
-    else decode_seconds += dt, ++decode_steps;
+    // later one decodes one token, or several with speculation.
+    const bool prefill = n_generated == 0;
+    if (prefill) prefill_seconds += dt;
+    else decode_seconds += dt;
     for (const engine::RequestOutput& out : outputs) {
       for (const engine::CompletionDelta& d : out.completions) {
         for (size_t i = 0; i < d.token_ids.size(); ++i) {
@@ -202,6 +203,7 @@ int run_main(int argc, char** argv) {
           prev = d.token_ids[i];
         }
         n_generated += static_cast<int64_t>(d.token_ids.size());
+        if (prefill) first_tokens += static_cast<int64_t>(d.token_ids.size());
         text_out.write(d.text);
         if (d.finish != engine::FinishReason::None) stop = d.stop;
       }
@@ -210,12 +212,21 @@ int run_main(int argc, char** argv) {
   text_out.finish();
   if (sparams.n_probs > 0) print_logprobs(tokenizer, token_probs, sparams.n_probs);
   const double prefill_tps = prefill_seconds > 0 ? static_cast<double>(prompt.size()) / prefill_seconds : 0.0;
-  const double decode_tps = decode_seconds > 0 ? static_cast<double>(decode_steps) / decode_seconds : 0.0;
+  const double decode_tps =
+      decode_seconds > 0 ? static_cast<double>(n_generated - first_tokens) / decode_seconds : 0.0;
   std::fprintf(stderr,
                "\n\nprompt tokens: %zu, prefill: %.1f tok/s; generated: %lld tokens, decode: %.1f tok/s "
                "(%d threads, seed %llu, stop: %s)\n",
                prompt.size(), prefill_tps, static_cast<long long>(n_generated), decode_tps, threads,
                static_cast<unsigned long long>(sparams.seed), std::string(engine::stop_reason_name(stop)).c_str());
+  const engine::EngineStats& st = eng.stats();
+  if (st.spec_draft_tokens > 0 || eo.speculative.enabled()) {
+    std::fprintf(stderr, "speculation: %lld drafted, %lld accepted (%.1f%%)\n",
+                 static_cast<long long>(st.spec_draft_tokens), static_cast<long long>(st.spec_accepted_tokens),
+                 st.spec_draft_tokens > 0 ? 100.0 * static_cast<double>(st.spec_accepted_tokens) /
+                                                static_cast<double>(st.spec_draft_tokens)
+                                          : 0.0);
+  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
@@ -23,6 +24,45 @@ TEST(Run, GreedyGgufPrintsLlama2cText) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, read_text_file(test_data(kStories + "expected_greedy_t0_n200.txt")));
   EXPECT_NE(r.err.find("decode:"), std::string::npos) << r.err;
+}
+
+// Speculative decoding keeps greedy text byte for byte: a Q4_0 draft of the
+// same model, and prompt lookup; the summary says what was drafted and kept.
+TEST(Run, SpeculationKeepsLlama2cText) {
+  const std::string expected = read_text_file(test_data(kStories + "expected_greedy_t0_n200.txt"));
+  for (const std::vector<std::string> flags :
+       {std::vector<std::string>{"--draft-model", test_data("fixtures/models/stories260K-q4_0.gguf").string(), "--draft-fixed"},
+        std::vector<std::string>{"--spec-ngram", "2", "--draft-max", "3", "--draft-fixed"}}) {
+    std::vector<std::string> argv = {tokamak_bin(), "run", "-m", test_data(kStories + "stories260K.gguf"), "-n",
+                                     "200", "--temp", "0", "-t", "1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const auto r = run_command(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, expected) << flags[0];
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(speculation: (\d+) drafted, (\d+) accepted)"))) << r.err;
+    EXPECT_GT(std::stoi(m[2]), 0) << r.err;
+  }
+}
+
+TEST(Run, SpeculationFlagsAreChecked) {
+  const std::string model = test_data(kStories + "stories260K.gguf").string();
+  const std::string draft = test_data("fixtures/models/stories260K-q4_0.gguf").string();
+  const auto both = run_command({tokamak_bin(), "run", "-m", model, "-n", "4", "--draft-model", draft, "--spec-ngram", "2"});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("--draft-model and --spec-ngram"), std::string::npos) << both.err;
+  const auto order = run_command({tokamak_bin(), "run", "-m", model, "-n", "4", "--spec-ngram", "2", "--draft-min", "4",
+                                  "--draft-max", "2"});
+  EXPECT_EQ(order.exit_code, 1);
+  EXPECT_NE(order.err.find("--draft-min 4 is above --draft-max 2"), std::string::npos) << order.err;
+  // A draft with another vocabulary (make-model's synthetic one) is named, with the first differing token.
+  const std::string other = testing::temp_file("spec_other_vocab.gguf").string();
+  ASSERT_EQ(run_command({tokamak_bin(), "make-model", "--preset", "micro", "--type", "q8_0", "-o", other}).exit_code, 0);
+  const auto vocab = run_command({tokamak_bin(), "run", "-m", model, "-n", "4", "--draft-model", other});
+  std::filesystem::remove(other);
+  EXPECT_EQ(vocab.exit_code, 1);
+  EXPECT_NE(vocab.err.find("--draft-model " + other + ": the draft model's token"), std::string::npos) << vocab.err;
+  EXPECT_NE(vocab.err.find("speculation needs the same vocabulary"), std::string::npos) << vocab.err;
 }
 
 TEST(Run, GreedyLlama2cCheckpointPrintsLlama2cText) {

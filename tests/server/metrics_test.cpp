@@ -75,6 +75,10 @@ TEST(Metrics, GaugesCountersAndFinishReasons) {
   g.preemptions = 2;
   g.prompt_tokens = 12345;
   g.generation_tokens = 678;
+  g.spec_drafts = 5;
+  g.spec_draft_tokens = 20;
+  g.spec_accepted_tokens = 11;
+  g.spec_accepted_per_position = {5, 4, 2, 0};
   m.set_engine(g);
   m.finish_request(engine::FinishReason::Stop, 0.2);
   m.finish_request(engine::FinishReason::Length, 0.6);
@@ -94,6 +98,13 @@ TEST(Metrics, GaugesCountersAndFinishReasons) {
   EXPECT_EQ(e.samples.at(p + "num_preemptions_total"), 2);
   EXPECT_EQ(e.samples.at(p + "prompt_tokens_total"), 12345);
   EXPECT_EQ(e.samples.at(p + "generation_tokens_total"), 678);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_drafts_total"), 5);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_draft_tokens_total"), 20);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_accepted_tokens_total"), 11);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"}"), 5);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"}"), 2);
+  EXPECT_EQ(e.samples.at(p + "spec_decode_num_accepted_tokens_per_pos_total{position=\"3\"}"), 0);
+  EXPECT_EQ(e.samples.count(p + "spec_decode_num_accepted_tokens_per_pos_total{position=\"4\"}"), 0u);
   EXPECT_EQ(e.samples.at(p + "request_success_total{finished_reason=\"stop\"}"), 1);
   EXPECT_EQ(e.samples.at(p + "request_success_total{finished_reason=\"length\"}"), 2);
   EXPECT_EQ(e.samples.at(p + "request_success_total{finished_reason=\"abort\"}"), 1);
@@ -101,7 +112,9 @@ TEST(Metrics, GaugesCountersAndFinishReasons) {
     EXPECT_EQ(e.types.at(p + gauge), "gauge") << gauge;
   }
   for (const char* counter : {"prefix_cache_queries_total", "prefix_cache_hits_total", "num_preemptions_total",
-                              "prompt_tokens_total", "generation_tokens_total", "request_success_total"}) {
+                              "prompt_tokens_total", "generation_tokens_total", "request_success_total",
+                              "spec_decode_num_drafts_total", "spec_decode_num_draft_tokens_total",
+                              "spec_decode_num_accepted_tokens_total", "spec_decode_num_accepted_tokens_per_pos_total"}) {
     EXPECT_EQ(e.types.at(p + counter), "counter") << counter;
   }
   // vLLM's bounds: e2e 0.3 | 0.5 | 0.8 | 1 | 1.5 | 2 | 2.5 | 5 ...; ttft 0.001 | 0.005 | 0.01 | 0.02 | 0.04 | 0.06 ...
