@@ -62,14 +62,32 @@ float SpeculationPolicy::updated_acceptance(float rate, int32_t drafted, int32_t
 
 void SpeculationPolicy::observe_forward(int64_t n_tokens, double seconds) {
   if (n_tokens <= 0 || !(seconds > 0.0)) return;
-  constexpr double kWeight = 0.1;  // exponential averages over about the last ten observations
-  const auto blend = [](double& avg, double x) { avg = avg == 0.0 ? x : avg + (x - avg) * kWeight; };
-  if (n_tokens >= 64) blend(token_seconds_, seconds / static_cast<double>(n_tokens));
-  if (n_tokens <= 16) blend(small_step_seconds_, std::max(0.0, seconds - token_seconds_ * static_cast<double>(n_tokens)));
+  constexpr double kDecay = 0.97;
+  const double n = static_cast<double>(n_tokens);
+  fit_.w = fit_.w * kDecay + 1.0;
+  fit_.n = fit_.n * kDecay + n;
+  fit_.nn = fit_.nn * kDecay + n * n;
+  fit_.t = fit_.t * kDecay + seconds;
+  fit_.nt = fit_.nt * kDecay + n * seconds;
+}
+
+std::pair<double, double> SpeculationPolicy::line() const {
+  if (fit_.w <= 0.0) return {0.0, 0.0};
+  const double mean_n = fit_.n / fit_.w, mean_t = fit_.t / fit_.w;
+  const double var_n = fit_.nn / fit_.w - mean_n * mean_n;
+  if (var_n < 0.25) return {mean_t, 0.0};  // one size seen: no slope yet
+  const double b = std::max(0.0, (fit_.nt / fit_.w - mean_n * mean_t) / var_n);
+  return {std::max(0.0, mean_t - b * mean_n), b};
+}
+
+double SpeculationPolicy::step_seconds(double n_tokens) const {
+  const auto [a, b] = line();
+  return a + b * n_tokens;
 }
 
 double SpeculationPolicy::crossover_tokens() const {
-  return token_seconds_ > 0.0 ? small_step_seconds_ / token_seconds_ : INFINITY;
+  const auto [a, b] = line();
+  return b > 0.0 ? a / b : INFINITY;
 }
 
 std::vector<int32_t> SpeculationPolicy::choose(std::span<const float> acceptance, std::span<const int32_t> max_k,
@@ -79,8 +97,12 @@ std::vector<int32_t> SpeculationPolicy::choose(std::span<const float> acceptance
   // over the modelled time a + b * tokens + depth draft passes. The best depth
   // wins; with no measurement yet the target's step counts as free to widen.
   if (!options_.adaptive_depth) return std::vector<int32_t>(max_k.begin(), max_k.end());
-  const double a = small_step_seconds_ > 0.0 ? small_step_seconds_ : 1.0;
-  const double b = token_seconds_;
+  auto [a, b] = line();
+  // No slope yet (one step size seen): a step of a few tokens tries
+  // drafting, which measures the slope; a bigger one, where drafts may cost
+  // a token's compute each and the draft's catch-up of every prompt, waits.
+  if (b <= 0.0 && n_step_tokens > 4) return std::vector<int32_t>(acceptance.size(), 0);
+  if (a <= 0.0 && b <= 0.0) a = 1.0;
   int32_t best_depth = 0;
   double best = -1.0;
   for (int32_t depth = 0; depth <= options_.draft_max; ++depth) {

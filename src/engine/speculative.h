@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sampling/rng.h"
@@ -98,7 +99,11 @@ class SpeculationPolicy {
                               int64_t n_step_tokens, double draft_seconds_per_pass) const;
   // A forward pass of the target over n_tokens tokens took `seconds`.
   void observe_forward(int64_t n_tokens, double seconds);
-  // The step's tokens where compute time equals the weights' read time.
+  // The step's modelled time, a + b * n_tokens: a least-squares line through
+  // the recent forward passes (their sizes vary: decodes, drafts, prompt
+  // chunks); b is 0 until two sizes were seen.
+  double step_seconds(double n_tokens) const;
+  // a / b: the step's tokens where compute time equals the fixed time (infinite while b is 0).
   double crossover_tokens() const;
 
   // The acceptance rate a completion starts from, and its update (an
@@ -110,9 +115,16 @@ class SpeculationPolicy {
   static float undrafted_acceptance(float rate) { return rate + (kInitialAcceptance - rate) * 0.02f; }
 
  private:
+  // The line's fit: exponentially weighted sums of 1, n, n^2, t and n t over
+  // the observed passes (weight 0.97 per newer pass: about the last 30).
+  struct Fit {
+    double w = 0, n = 0, nn = 0, t = 0, nt = 0;
+  };
+  // (a, b) of the fit; b = 0 and a = the mean time while the sizes barely vary.
+  std::pair<double, double> line() const;
+
   SpeculativeOptions options_;
-  double small_step_seconds_ = 0.0;  // forward of <= 2 tokens: the memory-bound floor
-  double token_seconds_ = 0.0;       // per token, in forwards of >= 64 tokens: compute
+  Fit fit_;
 };
 
 }  // namespace tokamak::engine
