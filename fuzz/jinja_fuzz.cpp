@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // tokamak bench: prefill and decode speed of a model beside the memory
-// roofline (engine/bench.h), as a table or, with --json, one JSON object per
+// roofline (tools/bench.h), as a table or, with --json, one JSON object per
 // line per test.
 #include <algorithm>
 #include <cstdio>
@@ -15,10 +15,10 @@
 #include "cli/kv_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "engine/bench.h"
+#include "tools/bench.h"
 #include "io/gguf.h"
 #include "model/model.h"
-#include "model/quant_recipe.h"
+#include "tools/quant_recipe.h"
 
 namespace tokamak::cli {
 namespace {
@@ -106,7 +106,7 @@ int bench_main(int argc, char** argv) {
   if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   const std::optional<std::string> path = args.get("--model");
   if (!path) throw UsageError("bench needs -m MODEL");
-  engine::BenchOptions options;
+  tools::BenchOptions options;
   options.n_prompt = static_cast<int32_t>(args.get_int("--n-prompt", options.n_prompt, 0, 1 << 20));
   options.n_gen = static_cast<int32_t>(args.get_int("--n-gen", options.n_gen, 0, 1 << 20));
   options.repetitions = static_cast<int>(args.get_int("--repetitions", options.repetitions, 1, 1000));
@@ -125,12 +125,12 @@ int bench_main(int argc, char** argv) {
                  model.config().n_ctx_train);
   }
   ThreadPool pool(threads);
-  const std::vector<engine::BenchResult> results = engine::run_bench(model, pool, options);
+  const std::vector<tools::BenchResult> results = tools::run_bench(model, pool, options);
 
   const std::string name = std::filesystem::path(*path).filename().string();
   const std::string type = model_type(model);
   if (json) {
-    for (const engine::BenchResult& r : results) {
+    for (const tools::BenchResult& r : results) {
       const nlohmann::json j = {
           {"model", name},
           {"type", type},
@@ -160,7 +160,7 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("| model | weights | params | type | threads | test | t/s median | min | max | GFLOP/s | GB/s read | roofline t/s | %% of roofline |\n");
   std::printf("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const engine::BenchResult& r : results) {
+  for (const tools::BenchResult& r : results) {
     std::printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", name.c_str(),
                 size_text(r.weight_bytes).c_str(), count_text(n_params(model)).c_str(), type.c_str(), r.threads,
                 (r.ctx > 0 ? r.test + " @ ctx " + std::to_string(r.ctx) : r.test).c_str(),

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 
 namespace tokamak::cli {
 namespace {

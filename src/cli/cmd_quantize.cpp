@@ -1,5 +1,5 @@
 // tokamak quantize: rewrite a GGUF with its weights in another type, following
-// llama-quantize's recipes (model/quant_recipe.h). One line per tensor on stderr:
+// llama-quantize's recipes (tools/quant_recipe.h). One line per tensor on stderr:
 // stdout stays free for the file itself (`quantize IN - TYPE`).
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
-#include "model/quantize_model.h"
+#include "tools/quantize_model.h"
 
 namespace tokamak::cli {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja/template.h"
+#include "jinja/template.h"
 
 namespace tokamak {
 

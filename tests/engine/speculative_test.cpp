@@ -19,9 +19,9 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "io/output_file.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "model/model.h"
-#include "model/synthetic_vocab.h"
+#include "tools/synthetic_vocab.h"
 #include "sampling/speculative.h"
 #include "tokenizer/tokenizer.h"
 

@@ -1,0 +1,191 @@
+#include "tools/bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/bandwidth.h"
+#include "core/error.h"
+
+namespace tokamak::tools {
+namespace {
+
+int32_t blocks_for(const kv::KvLayout& layout, int32_t positions) {
+  layout.validate();
+  return (positions + layout.format.block_size - 1) / layout.format.block_size + layout.recent_blocks();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TimingStats stats_of(std::vector<double> s) {
+  if (s.empty()) throw Error("stats_of: no samples");
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  const double median = n % 2 == 1 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  return {median, s.front(), s.back()};
+}
+
+std::vector<std::span<const std::byte>> weight_ranges(const Model& model) {
+  std::vector<std::span<const std::byte>> out;
+  for (const TensorView* t : model.pass_tensors()) out.emplace_back(t->data, t->n_bytes());
+  return out;
+}
+
+double roofline_tokens_per_s(double bytes_per_s, size_t weight_bytes, double tokens_per_pass) {
+  return tokens_per_pass * bytes_per_s / static_cast<double>(weight_bytes);
+}
+
+void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass) {
+  if (reps.empty()) throw Error("bench: no repetitions to summarize");
+  std::vector<double> seconds, tps, gbs, fraction;
+  for (const Repetition& rep : reps) {
+    seconds.push_back(rep.seconds);
+    tps.push_back(n_tokens / rep.seconds);
+    gbs.push_back(rep.bytes_per_s / 1e9);
+    fraction.push_back(tps.back() / roofline_tokens_per_s(rep.bytes_per_s, r.weight_bytes, tokens_per_pass));
+  }
+  r.seconds = stats_of(seconds);
+  r.tokens_per_s = stats_of(tps);
+  r.bandwidth_gbs = stats_of(gbs).median;
+  // Linear in the bandwidth, so this is the roofline of the median repetition's.
+  r.roofline_tokens_per_s = roofline_tokens_per_s(r.bandwidth_gbs * 1e9, r.weight_bytes, tokens_per_pass);
+  r.roofline_fraction = stats_of(fraction).median;
+}
+
+double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int64_t n_logits) {
+  const double layer_weights = static_cast<double>(c.n_embd) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                               3.0 * static_cast<double>(c.n_embd) * c.n_ff;
+  const double matmul = 2.0 * static_cast<double>(n_tokens) * layer_weights * c.n_layers +
+                        2.0 * static_cast<double>(n_logits) * c.n_embd * c.n_vocab;
+  // Token i attends to n_past + i + 1 keys: QK^T and AV cost 2 * q_dim flops per key each.
+  const double keys = static_cast<double>(n_tokens) * static_cast<double>(n_past) +
+                      0.5 * static_cast<double>(n_tokens) * static_cast<double>(n_tokens + 1);
+  return matmul + 4.0 * c.q_dim() * keys * c.n_layers;
+}
+
+ForwardTimer::ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed,
+                           const kv::KvFormat& kv_format)
+    : model_(model),
+      max_positions_(max_positions),
+      kv_(kv_layout_for(model.config(), kv_format),
+          blocks_for(kv_layout_for(model.config(), kv_format), std::max(max_positions, 1))),
+      forward_(model, pool),
+      rng_(seed == 0 ? 1 : seed) {}  // xorshift never leaves 0
+
+int32_t ForwardTimer::next_token() {
+  // xorshift64*: cheap, and the ids need no quality beyond covering the vocabulary.
+  rng_ ^= rng_ >> 12;
+  rng_ ^= rng_ << 25;
+  rng_ ^= rng_ >> 27;
+  const uint64_t r = (rng_ * 0x2545f4914f6cdd1dull) >> 32;
+  return static_cast<int32_t>(r % static_cast<uint64_t>(model_.config().n_vocab));
+}
+
+void ForwardTimer::check(int32_t n_tokens) const {
+  if (n_tokens < 1 || n_tokens > max_positions_) {
+    throw Error("bench: " + std::to_string(n_tokens) + " tokens do not fit in 1.." + std::to_string(max_positions_));
+  }
+}
+
+double ForwardTimer::prefill(int32_t n_tokens) {
+  check(n_tokens);
+  kv_.free_sequence(0);
+  batch_.clear();
+  for (int32_t i = 0; i < n_tokens; ++i) batch_.add(next_token(), i, 0, i + 1 == n_tokens);
+  const auto start = std::chrono::steady_clock::now();
+  forward_.run(batch_, kv_);
+  return seconds_since(start);
+}
+
+void ForwardTimer::fill_context(int32_t ctx) {
+  kv_.free_sequence(0);
+  if (ctx == 0) return;
+  const ModelConfig& c = model_.config();
+  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
+  kv_.prepare_write(0, 0, ctx);
+  for (int32_t layer = 0; layer < c.n_layers; ++layer) {
+    for (int32_t pos = 0; pos < ctx; ++pos) {
+      for (size_t i = 0; i < k.size(); ++i) {  // uniform in [-1, 1)
+        k[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
+        v[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
+      }
+      kv_.write(0, layer, pos, k.data(), v.data());
+    }
+  }
+  kv_.set_length(0, ctx);
+}
+
+double ForwardTimer::decode(int32_t n_tokens, int32_t ctx) {
+  check(n_tokens);
+  if (ctx < 0 || ctx > max_positions_ - n_tokens) {
+    throw Error("bench: a context of " + std::to_string(ctx) + " and " + std::to_string(n_tokens) +
+                " tokens do not fit in " + std::to_string(max_positions_) + " positions");
+  }
+  fill_context(ctx);
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+  for (int32_t& t : tokens) t = next_token();
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t i = 0; i < n_tokens; ++i) {
+    batch_.clear();
+    batch_.add(tokens[static_cast<size_t>(i)], ctx + i, 0, true);
+    forward_.run(batch_, kv_);
+  }
+  return seconds_since(start);
+}
+
+std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const BenchOptions& o) {
+  if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0)) {
+    throw Error("bench: need a positive prompt or generation length (got " + std::to_string(o.n_prompt) + " and " +
+                std::to_string(o.n_gen) + ")");
+  }
+  if (o.repetitions < 1) throw Error("bench: repetitions must be >= 1, got " + std::to_string(o.repetitions));
+  const std::vector<std::span<const std::byte>> ranges = weight_ranges(model);
+  const size_t bytes = model.weight_bytes();
+  if (o.contexts.empty()) throw Error("bench: no context lengths given");
+  int32_t max_ctx = 0;
+  for (int32_t ctx : o.contexts) {
+    if (ctx < 0) throw Error("bench: context length " + std::to_string(ctx) + " is negative");
+    max_ctx = std::max(max_ctx, ctx);
+  }
+  ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen + max_ctx), o.seed, o.kv_format);
+
+  std::vector<BenchResult> results;
+  auto measure = [&](bool prefill, int32_t n, int32_t ctx) {
+    BenchResult r;
+    r.test = (prefill ? "pp" : "tg") + std::to_string(n);
+    r.n_prompt = prefill ? n : 0;
+    r.n_gen = prefill ? 0 : n;
+    r.ctx = ctx;
+    r.threads = pool.size();
+    r.weight_bytes = bytes;
+    auto run = [&] { return prefill ? timer.prefill(n) : timer.decode(n, ctx); };
+    run();  // warm-up: first-touch of buffers and pages
+    // The bandwidth is measured right before each repetition, so that each
+    // speed meets the bandwidth of its own moment on a shared machine.
+    std::vector<Repetition> reps;
+    for (int i = 0; i < o.repetitions; ++i) {
+      const double bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes).bytes_per_s;
+      reps.push_back({run(), bw});
+    }
+    // A pass reads the weights once: one token of decode, n of prefill.
+    summarize(r, reps, n, prefill ? n : 1);
+    const double flops = prefill ? forward_flops(model.config(), n, 0, 1)
+                                 : [&] {
+                                     double f = 0.0;
+                                     for (int32_t i = 0; i < n; ++i) f += forward_flops(model.config(), 1, ctx + i, 1);
+                                     return f;
+                                   }();
+    r.gflops = flops / r.seconds.median / 1e9;
+    results.push_back(r);
+  };
+  if (o.n_prompt > 0) measure(true, o.n_prompt, 0);
+  if (o.n_gen > 0) {
+    for (int32_t ctx : o.contexts) measure(false, o.n_gen, ctx);
+  }
+  return results;
+}
+
+}  // namespace tokamak::tools
