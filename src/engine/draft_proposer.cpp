@@ -37,12 +37,15 @@ kv::KvLayout draft_layout(const Model& draft, const kv::KvFormat& format) {
 }  // namespace
 
 DraftModelProposer::DraftModelProposer(const Model& draft, ThreadPool& pool, const kv::KvFormat& format,
-                                       int32_t n_blocks, kernels::MatmulOptions matmul, bool prefix_caching)
+                                       int32_t n_blocks, kernels::MatmulOptions matmul, bool prefix_caching,
+                                       bool reserve_memory)
     : model_(draft),
       kv_(draft_layout(draft, format), n_blocks),
       forward_(draft, pool, matmul),
       prefix_caching_(prefix_caching),
-      salt_(kv::mix64(static_cast<uint64_t>(draft.weight_bytes()) ^ 0xd4af7ull)) {}
+      salt_(kv::mix64(static_cast<uint64_t>(draft.weight_bytes()) ^ 0xd4af7ull)) {
+  if (reserve_memory) kv_.pool().reserve_memory();
+}
 
 std::span<const float> DraftModelProposer::run_pass(bool one_token_each) {
   const auto start = std::chrono::steady_clock::now();

@@ -27,10 +27,11 @@ class DraftModelProposer final : public Proposer {
  public:
   // n_blocks of format.block_size tokens in the draft's pool (the engine gives
   // it the target's count, so the draft holds whatever the target holds).
+  // reserve_memory: the pool is made resident now (EngineOptions::reserve_kv_memory).
   // Throws tokamak::Error for a format with an f16 window (--kv-recent), which
   // cannot be cut back to the accepted tokens.
   DraftModelProposer(const Model& draft, ThreadPool& pool, const kv::KvFormat& format, int32_t n_blocks,
-                     kernels::MatmulOptions matmul, bool prefix_caching);
+                     kernels::MatmulOptions matmul, bool prefix_caching, bool reserve_memory);
 
   void propose(std::span<const ProposalRequest> requests, std::vector<Proposal>& out) override;
   void verified(SeqId seq, int64_t n_final) override;

@@ -75,13 +75,18 @@ EngineOptions resolved(const Model& model, EngineOptions o) {
 // Blocks of the pool: the memory budget, or by default room for max_num_seqs
 // sequences of max_model_len tokens within half of the available memory (and
 // at least one such sequence). Untouched blocks cost no RAM (huge-page backed).
-int32_t pool_blocks(const kv::KvLayout& layout, const EngineOptions& o) {
+// A draft model's pool has as many blocks (of draft_block_bytes each) and
+// shares the budget.
+int32_t pool_blocks(const kv::KvLayout& layout, const EngineOptions& o, int64_t draft_block_bytes) {
   layout.validate();
   const int64_t bs = layout.format.block_size;
   const int64_t per_seq = (o.max_model_len + bs - 1) / bs + layout.recent_blocks();
+  const double own_share = static_cast<double>(layout.block_bytes()) /
+                           static_cast<double>(layout.block_bytes() + draft_block_bytes);
   int64_t blocks = 0;
   if (o.kv_memory.bytes > 0 || o.kv_memory.fraction > 0) {
-    blocks = kv::blocks_for_bytes(layout, kv::resolve_kv_memory(o.kv_memory));
+    blocks = kv::blocks_for_bytes(
+        layout, static_cast<int64_t>(static_cast<double>(kv::resolve_kv_memory(o.kv_memory)) * own_share));
     if (blocks < per_seq) {
       throw Error("--kv-memory holds " + std::to_string(blocks) + " blocks of " + std::to_string(bs) +
                   " tokens, fewer than one sequence of max_model_len = " + std::to_string(o.max_model_len) +
@@ -89,10 +94,15 @@ int32_t pool_blocks(const kv::KvLayout& layout, const EngineOptions& o) {
     }
   } else {
     const int64_t half = kv::available_memory_bytes() / 2;
-    const int64_t fits = half / layout.block_bytes();
+    const int64_t fits = half / (layout.block_bytes() + draft_block_bytes);
     blocks = std::max<int64_t>(per_seq, std::min<int64_t>(fits, per_seq * o.max_num_seqs));
   }
   return static_cast<int32_t>(std::min<int64_t>(blocks, (int64_t{1} << 31) - 1));
+}
+
+int64_t draft_block_bytes(const EngineOptions& o) {
+  const Model* draft = o.speculative.draft_model;
+  return draft != nullptr ? kv_layout_for(draft->config(), o.kv_format).block_bytes() : 0;
 }
 
 std::unique_ptr<ChatTemplate> model_chat_template(const Model& model, const Tokenizer& tokenizer) {
@@ -206,7 +216,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
       chat_template_(model_chat_template(model, tokenizer)),
       pool_(options_.threads),
       kv_(kv_layout_for(model.config(), options_.kv_format),
-          pool_blocks(kv_layout_for(model.config(), options_.kv_format), options_)),
+          pool_blocks(kv_layout_for(model.config(), options_.kv_format), options_, draft_block_bytes(options_))),
       forward_(model, pool_, options_.matmul),
       scheduler_(kv_, SchedulerOptions{options_.max_num_seqs, options_.max_num_batched_tokens,
                                        options_.enable_prefix_caching, prefix_salt(model, options_.kv_format)}),
@@ -218,7 +228,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
   if (spec.draft_model != nullptr) {
     // The draft's pool holds as many tokens as the target's.
     proposer_ = std::make_unique<DraftModelProposer>(*spec.draft_model, pool_, options_.kv_format, kv_.pool().n_blocks(),
-                                                     options_.matmul, options_.enable_prefix_caching);
+                                                     options_.matmul, options_.enable_prefix_caching,
+                                                     options_.reserve_kv_memory);
   } else if (spec.ngram > 0) {
     proposer_ = make_ngram_proposer(spec.ngram);
   }

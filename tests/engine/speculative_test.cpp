@@ -154,9 +154,11 @@ TEST_F(SpeculativeGreedyTest, PreemptionAndPrefixCacheKeepEveryToken) {
   const std::vector<RequestResult> want = each_alone(rs, options());
   EngineOptions o = with_draft();
   o.enable_prefix_caching = true;
-  // 20 blocks of 16 tokens for 64 requests of up to ~110 tokens.
-  o.kv_memory.bytes = kv_layout_for(model_.config(), o.kv_format).block_bytes() * 20;
+  // 20 blocks of 16 tokens for 64 requests of up to ~110 tokens (the draft,
+  // of the same shape, takes the other half of the budget).
+  o.kv_memory.bytes = kv_layout_for(model_.config(), o.kv_format).block_bytes() * 40;
   Engine e(model_, tokenizer_, o);
+  EXPECT_EQ(e.kv_cache().pool().n_blocks(), 20);
   expect_same(e.generate(rs), want);
   EXPECT_GT(e.stats().preemptions, 0);
   EXPECT_GT(e.stats().spec_accepted_tokens, 0);
