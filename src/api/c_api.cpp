@@ -4,6 +4,8 @@
 // into C.
 #include "tokamak.h"
 
+#include <cinttypes>
+#include <cstdio>
 #include <new>
 #include <string>
 
@@ -58,6 +60,13 @@ tokamak_status guarded(tokamak_status failure, F&& f) {
   }
 }
 
+// A handle as the message shows it: 0x4d00000100000001 (tag, generation, slot).
+std::string hex(const void* handle) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(handle));
+  return text;
+}
+
 template <class T>
 void require(const T* pointer, const char* what) {
   if (pointer == nullptr) throw Failure{TOKAMAK_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL"};
@@ -66,7 +75,7 @@ void require(const T* pointer, const char* what) {
 std::shared_ptr<const Model> model_of(tokamak_model* handle) {
   std::shared_ptr<const Model> m = models().get(reinterpret_cast<uintptr_t>(handle));
   if (!m) {
-    throw Failure{TOKAMAK_ERROR_INVALID_HANDLE, "model handle " + std::to_string(reinterpret_cast<uintptr_t>(handle)) +
+    throw Failure{TOKAMAK_ERROR_INVALID_HANDLE, "model handle " + hex(handle) +
                                                     " is not a live model (freed, or not from tokamak_model_load)"};
   }
   return m;
@@ -75,7 +84,7 @@ std::shared_ptr<const Model> model_of(tokamak_model* handle) {
 std::shared_ptr<Engine> engine_of(tokamak_engine* handle) {
   std::shared_ptr<Engine> e = engines().get(reinterpret_cast<uintptr_t>(handle));
   if (!e) {
-    throw Failure{TOKAMAK_ERROR_INVALID_HANDLE, "engine handle " + std::to_string(reinterpret_cast<uintptr_t>(handle)) +
+    throw Failure{TOKAMAK_ERROR_INVALID_HANDLE, "engine handle " + hex(handle) +
                                                     " is not a live engine (freed, or not from tokamak_engine_create)"};
   }
   return e;

@@ -295,6 +295,9 @@ PYBIND11_MODULE(tokamak, m) {
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def_property(
+          "logprobs", [](const SamplingParams& p) { return p.logprobs < 0 ? std::nullopt : std::optional(p.logprobs); },
+          [](SamplingParams& p, std::optional<int32_t> k) { p.logprobs = k.value_or(-1); })
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
       .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
       .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)

@@ -113,6 +113,7 @@ def test_bad_parameters_raise_with_the_value(llm):
 
 
 def test_logprobs(llm):
+    assert tokamak.SamplingParams().logprobs is None and greedy(8, logprobs=2).logprobs == 2
     [out] = llm.generate("Once upon a time", greedy(8, logprobs=2))
     c = out.outputs[0]
     assert len(c.logprobs) == len(c.token_ids) == 8
