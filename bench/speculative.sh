@@ -4,7 +4,8 @@
 # threads. Each case runs without and then with speculation in the same run of
 # this script, so machine load hits both; prints each pair's output tokens/s,
 # their ratio and the acceptance rate:
-#   1. batch 1, draft model, greedy and temperature 1 (bench-serve, concurrency 1);
+#   1. batch 1, draft model, greedy and temperature 1 (bench-serve, concurrency 1),
+#      and temperature 1 at a fixed depth of 3;
 #   2. batch 1, prompt lookup (--spec-ngram 3) on a copy-heavy prompt: a text
 #      twice, then its start again (tokamak run);
 #   3. 16 concurrent streams, draft model, adaptive depth (bench-serve).
@@ -40,6 +41,8 @@ PY
 
 pair batch1-greedy --requests 2 --concurrency 1 --prompt-len 32 --output-len 64 --temp 0
 pair batch1-temp1 --requests 2 --concurrency 1 --prompt-len 32 --output-len 64 --temp 1
+# The same with a fixed depth of 3: what drafting every step costs and keeps.
+pair batch1-temp1-fixed3 --requests 2 --concurrency 1 --prompt-len 32 --output-len 64 --temp 1 --draft-fixed --draft-max 3
 pair streams16-greedy --requests 16 --concurrency 16 --prompt-len 32 --output-len 32 --temp 0
 
 text="The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the door."
