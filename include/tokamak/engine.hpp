@@ -30,6 +30,14 @@ struct EngineOptions {
   bool enable_prefix_caching = true;    // reuse the KV of prompt prefixes seen before
   std::string kv_cache_dtype = "f16";   // f32, f16, bf16, q8 or q4
   int threads = 0;                      // 0: all cores
+  // Speculative decoding (vLLM's speculative_config): a draft model with this
+  // model's vocabulary (a GGUF file), or prompt lookup (the tokens that
+  // followed the last earlier match of the context's final prompt_lookup
+  // tokens); at most num_speculative_tokens drafted per step. Greedy output is
+  // unchanged; sampled output keeps its distribution.
+  std::string speculative_model;        // empty: no draft model
+  int32_t prompt_lookup = 0;            // 0: off
+  int32_t num_speculative_tokens = 5;
 };
 
 // vLLM's SamplingParams, with its defaults (temperature 1, no truncation).

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "api/model_impl.h"
+#include "engine/draft_proposer.h"
 #include "engine/engine.h"
 #include "kernels/kv_format.h"
 #include "kv/kv_memory.h"
@@ -26,6 +27,9 @@ engine::EngineOptions internal_options(const EngineOptions& o) {
   e.kv_format.block_size = o.block_size;
   if (o.threads < 0) throw Error("threads = " + std::to_string(o.threads) + " must be >= 0 (0: all cores)");
   e.threads = o.threads;
+  e.speculative.ngram = o.prompt_lookup;
+  e.speculative.draft_max = o.num_speculative_tokens;
+  e.speculative.draft_min = std::min(e.speculative.draft_min, o.num_speculative_tokens);
   return e;
 }
 
@@ -94,10 +98,29 @@ void accumulate(RequestResult& result, const RequestOutput& output) {
 
 struct Engine::Impl {
   Model model;  // keeps the weights, tokenizer and template alive for `engine`
+  std::unique_ptr<Model> draft;  // the speculative_model, alive as long as `engine`
   engine::Engine engine;
 
   Impl(const Model& m, const EngineOptions& o)
-      : model(m), engine(m.impl_->model, m.impl_->tokenizer, internal_options(o)) {}
+      : model(m), draft(load_draft(m, o)), engine(m.impl_->model, m.impl_->tokenizer, options_with(o, draft.get())) {}
+
+  // The draft model of options.speculative_model, checked against the
+  // target's vocabulary; null without one.
+  static std::unique_ptr<Model> load_draft(const Model& target, const EngineOptions& o) {
+    if (o.speculative_model.empty()) return nullptr;
+    auto d = std::make_unique<Model>(Model::load(o.speculative_model));
+    try {
+      engine::check_same_vocabulary(target.impl_->tokenizer, d->impl_->tokenizer);
+    } catch (const tokamak::Error& e) {
+      throw Error("speculative_model " + o.speculative_model + ": " + e.what());
+    }
+    return d;
+  }
+  static engine::EngineOptions options_with(const EngineOptions& o, const Model* d) {
+    engine::EngineOptions e = internal_options(o);
+    if (d != nullptr) e.speculative.draft_model = &d->impl_->model;
+    return e;
+  }
 
   int64_t add(engine::Prompt prompt, const SamplingParams& params) {
     engine::Request r;

@@ -103,12 +103,37 @@ int64_t add(LLMState& s, const PromptInput& prompt, const SamplingParams& params
   return s.engine.add_chat_request(std::get<std::vector<ChatMessage>>(prompt), params);
 }
 
+// vLLM's speculative_config: {"model": "draft.gguf", "num_speculative_tokens": 5}
+// or {"method": "ngram", "prompt_lookup_max": 3, "num_speculative_tokens": 5}.
+void set_speculative(EngineOptions& o, const py::object& config) {
+  if (config.is_none()) return;
+  if (!py::isinstance<py::dict>(config)) throw Error("speculative_config must be a dict or None");
+  std::string method;
+  for (const auto& [key_object, value] : config.cast<py::dict>()) {
+    const std::string key = py::str(key_object);
+    if (key == "model") o.speculative_model = value.cast<std::string>();
+    else if (key == "method") method = value.cast<std::string>();
+    else if (key == "num_speculative_tokens") o.num_speculative_tokens = value.cast<int32_t>();
+    else if (key == "prompt_lookup_max") o.prompt_lookup = value.cast<int32_t>();
+    else throw Error("speculative_config: unknown key '" + key + "' (model, method, num_speculative_tokens, prompt_lookup_max)");
+  }
+  if (method == "ngram") {
+    if (o.prompt_lookup == 0) o.prompt_lookup = 3;
+  } else if (!method.empty() && method != "draft_model") {
+    throw Error("speculative_config: method '" + method + "' is not ngram or draft_model");
+  }
+  if (method != "ngram" && o.speculative_model.empty()) {
+    throw Error("speculative_config needs a \"model\" (a draft GGUF) or \"method\": \"ngram\"");
+  }
+}
+
 class PyLLM {
  public:
   PyLLM(const std::string& model, const std::string& tokenizer, const py::object& kv_memory, int32_t max_model_len,
         int32_t block_size, bool enable_prefix_caching, const std::string& kv_cache_dtype, int threads,
-        int32_t max_num_seqs, int32_t max_num_batched_tokens) {
+        int32_t max_num_seqs, int32_t max_num_batched_tokens, const py::object& speculative_config) {
     EngineOptions o;
+    set_speculative(o, speculative_config);
     if (!kv_memory.is_none()) o.kv_memory = py::str(kv_memory).cast<std::string>();  // 67108864 or "64M" or "80%"
     o.max_model_len = max_model_len;
     o.block_size = block_size;
@@ -335,11 +360,11 @@ PYBIND11_MODULE(tokamak, m) {
 
   py::class_<PyLLM>(m, "LLM")
       .def(py::init<const std::string&, const std::string&, const py::object&, int32_t, int32_t, bool,
-                    const std::string&, int, int32_t, int32_t>(),
+                    const std::string&, int, int32_t, int32_t, const py::object&>(),
            py::arg("model"), py::arg("tokenizer") = "", py::arg("kv_memory") = py::none(),
            py::arg("max_model_len") = 0, py::arg("block_size") = 16, py::arg("enable_prefix_caching") = true,
            py::arg("kv_cache_dtype") = "f16", py::arg("threads") = 0, py::arg("max_num_seqs") = 256,
-           py::arg("max_num_batched_tokens") = 2048)
+           py::arg("max_num_batched_tokens") = 2048, py::arg("speculative_config") = py::none())
       .def(
           "generate",
           [](PyLLM& llm, const py::object& prompts, const py::object& params) {

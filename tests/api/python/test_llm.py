@@ -98,6 +98,21 @@ def test_stream_dropped_early_frees_its_request(llm):
     assert len(out.outputs[0].token_ids) == 8
 
 
+def test_speculative_decoding_keeps_greedy_text():
+    """vLLM's speculative_config: a Q4_0 draft of the model, and prompt lookup; greedy text as `tokamak run`."""
+    draft = str(DATA / "fixtures" / "models" / "stories260K-q4_0.gguf")
+    want = run_cli("Once upon a time", 60)
+    for config in ({"model": draft, "num_speculative_tokens": 4},
+                   {"method": "ngram", "prompt_lookup_max": 2, "num_speculative_tokens": 3}):
+        spec = tokamak.LLM(model=MODEL, kv_memory="64M", max_model_len=256, threads=2, speculative_config=config)
+        [out] = spec.generate(["Once upon a time"], greedy(60))
+        assert out.outputs[0].text == want, config
+    with pytest.raises(tokamak.Error, match="unknown key 'draft'"):
+        tokamak.LLM(model=MODEL, kv_memory="64M", speculative_config={"draft": draft})
+    with pytest.raises(tokamak.Error, match="method 'eagle'"):
+        tokamak.LLM(model=MODEL, kv_memory="64M", speculative_config={"method": "eagle"})
+
+
 def test_missing_model_raises():
     with pytest.raises(tokamak.Error, match="/nonexistent/model.gguf does not exist"):
         tokamak.LLM(model="/nonexistent/model.gguf")
