@@ -30,7 +30,7 @@ void Engine::draft(const ScheduledStep& plan, Drafts& drafts) {
     const Sequence& s = scheduler_.sequence(c.seq);
     const RequestState& r = *find_request(s.request_id);
     if (r.params.n > 1 && !r.forked) continue;  // this row samples every completion's first token
-    Completion& comp = *r.completions[static_cast<size_t>(s.index)];
+    const Completion& comp = *r.completions[static_cast<size_t>(s.index)];
     const sampling::Selector selector = comp.sampler->selector();
     if (selector != sampling::Selector::Greedy && selector != sampling::Selector::Dist) continue;
     // Kept tokens are the accepted drafts plus one: within max_tokens and max_model_len.
@@ -38,10 +38,6 @@ void Engine::draft(const ScheduledStep& plan, Drafts& drafts) {
     if (r.params.max_tokens > 0) k = std::min<int64_t>(k, r.params.max_tokens - comp.n_generated - 1);
     k = std::min<int64_t>(k, options_.max_model_len - static_cast<int64_t>(s.tokens.size()) - 1);
     if (k < 1) continue;
-    if (comp.acceptance < SpeculationPolicy::kInitialAcceptance) {
-      // Drifts back unless this step drafts for it (verify() then updates it).
-      comp.acceptance = SpeculationPolicy::undrafted_acceptance(comp.acceptance);
-    }
     chunk_of.push_back(i);
     acceptance.push_back(comp.acceptance);
     cap.push_back(static_cast<int32_t>(k));

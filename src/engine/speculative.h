@@ -108,11 +108,11 @@ class SpeculationPolicy {
 
   // The acceptance rate a completion starts from, and its update (an
   // exponential average over about the last 8 drafted tokens). A completion
-  // that does not draft in a step drifts back toward the start value, so a
-  // low estimate is tried again after a while (the text may turn predictable).
+  // that stops drafting keeps its rate: trying again after a pause would first
+  // cost the draft a catch-up over every token since (a draft prefill), a tax
+  // that a low rate does not repay. A smaller batch can still make it draft.
   static constexpr float kInitialAcceptance = 0.7f;
   static float updated_acceptance(float rate, int32_t drafted, int32_t accepted);
-  static float undrafted_acceptance(float rate) { return rate + (kInitialAcceptance - rate) * 0.02f; }
 
  private:
   // The line's fit: exponentially weighted sums of 1, n, n^2, t and n t over
