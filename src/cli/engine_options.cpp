@@ -44,13 +44,13 @@ void speculative_options_from_args(const ParsedArgs& args, engine::SpeculativeOp
   o.ngram = static_cast<int32_t>(args.get_int("--spec-ngram", 0, 1, 64));
   o.draft_max = static_cast<int32_t>(args.get_int("--draft-max", o.draft_max, 1, 32));
   o.draft_min = static_cast<int32_t>(args.get_int("--draft-min", o.draft_min, 0, 32));
-  if (o.draft_min > o.draft_max) {
-    throw Error("option --draft-min " + std::to_string(o.draft_min) + " is above --draft-max " + std::to_string(o.draft_max));
-  }
   o.adaptive_depth = !args.has("--draft-fixed");
+  // Here, before any model loads; the --draft-model / --spec-ngram clash
+  // needs the flags (the draft is not loaded yet).
   if (args.has("--draft-model") && args.has("--spec-ngram")) {
     throw Error("options --draft-model and --spec-ngram both propose tokens: choose one");
   }
+  o.validate();
 }
 
 std::unique_ptr<Model> load_draft_model(const ParsedArgs& args, const Tokenizer& target, engine::EngineOptions& options) {

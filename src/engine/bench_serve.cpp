@@ -199,7 +199,9 @@ ServeBenchResult run_serve_bench(Engine& engine, const ServeBenchOptions& option
   if (queried > 0) res.prefix_hit_rate = static_cast<double>(prefix.hit_tokens - prefix_before.hit_tokens) / queried;
   res.steps = after.steps - before.steps;
   const double step_s = after.step_seconds - before.step_seconds;
-  if (step_s > 0) res.overhead_fraction = 1.0 - (after.forward_seconds - before.forward_seconds) / step_s;
+  // The draft model's passes are forward passes too (a step's overhead is the rest).
+  const double forward_s = after.forward_seconds + after.draft_seconds - before.forward_seconds - before.draft_seconds;
+  if (step_s > 0) res.overhead_fraction = 1.0 - forward_s / step_s;
   if (slots.held > 0) res.kv_waste = static_cast<double>(slots.wasted) / static_cast<double>(slots.held);
   return res;
 }

@@ -80,8 +80,8 @@ struct ServeBenchResult {
   // hit tokens over prompt tokens.
   double prefix_hit_rate = 0.0;
   int64_t steps = 0;
-  // The share of step() time outside Forward::run: scheduling, sampling,
-  // detokenizing, stop strings.
+  // The share of step() time outside the forward passes (the target's and a
+  // draft model's): scheduling, sampling, verifying, detokenizing, stop strings.
   double overhead_fraction = 0.0;
   // After each step, over the running sequences: block slots their tables
   // hold beyond their stored tokens, summed over steps, over the slots held

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "kv/prefix_key.h"
 
 namespace tokamak::engine {
 
@@ -23,27 +22,9 @@ void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
   }
 }
 
-namespace {
-
-kv::KvLayout draft_layout(const Model& draft, const kv::KvFormat& format) {
-  const kv::KvLayout layout = kv_layout_for(draft.config(), format);
-  if (layout.has_recent()) {
-    throw Error("--kv-recent " + std::to_string(format.recent) +
-                " keeps an f16 window that speculation cannot cut back to the accepted tokens: drop one of them");
-  }
-  return layout;
-}
-
-}  // namespace
-
 DraftModelProposer::DraftModelProposer(const Model& draft, ThreadPool& pool, const kv::KvFormat& format,
-                                       int32_t n_blocks, kernels::MatmulOptions matmul, bool prefix_caching,
-                                       bool reserve_memory)
-    : model_(draft),
-      kv_(draft_layout(draft, format), n_blocks),
-      forward_(draft, pool, matmul),
-      prefix_caching_(prefix_caching),
-      salt_(kv::mix64(static_cast<uint64_t>(draft.weight_bytes()) ^ 0xd4af7ull)) {
+                                       int32_t n_blocks, kernels::MatmulOptions matmul, bool reserve_memory)
+    : model_(draft), kv_(kv_layout_for(draft.config(), format), n_blocks), forward_(draft, pool, matmul) {
   if (reserve_memory) kv_.pool().reserve_memory();
 }
 
@@ -57,29 +38,20 @@ std::span<const float> DraftModelProposer::run_pass(bool one_token_each) {
   return logits;
 }
 
-void DraftModelProposer::adopt_cached_prefix(SeqId seq, std::span<const int32_t> tokens) {
-  const int64_t bs = kv_.layout().format.block_size;
-  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
+void DraftModelProposer::adopt_cached_prefix(SeqId seq, std::span<const uint64_t> block_keys) {
   std::vector<int32_t> hits;
-  uint64_t key = 0;
-  for (int64_t b = 0; b < max_blocks; ++b) {
-    key = kv::prefix_block_key(key, tokens.subspan(static_cast<size_t>(b * bs), static_cast<size_t>(bs)), salt_);
+  for (const uint64_t key : block_keys) {
     const int32_t block = kv_.pool().find_cached(key);
     if (block < 0) break;
     hits.push_back(block);
   }
-  if (!hits.empty()) kv_.adopt(seq, hits, static_cast<int64_t>(hits.size()) * bs);
+  if (!hits.empty()) kv_.adopt(seq, hits, static_cast<int64_t>(hits.size()) * kv_.layout().format.block_size);
 }
 
-void DraftModelProposer::register_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t n_final) {
-  const int64_t bs = kv_.layout().format.block_size;
+void DraftModelProposer::register_blocks(SeqId seq, std::span<const uint64_t> block_keys) {
   const std::vector<int32_t>& blocks = kv_.table(seq).blocks;
-  const int64_t full = std::min<int64_t>(n_final, kv_.length(seq)) / bs;
-  uint64_t key = 0;
-  for (int64_t b = 0; b < full; ++b) {
-    key = kv::prefix_block_key(key, tokens.subspan(static_cast<size_t>(b * bs), static_cast<size_t>(bs)), salt_);
-    kv_.pool().register_key(blocks[static_cast<size_t>(b)], key);
-  }
+  const size_t full = static_cast<size_t>(kv_.length(seq) / kv_.layout().format.block_size);
+  for (size_t b = 0; b < std::min(full, block_keys.size()); ++b) kv_.pool().register_key(blocks[b], block_keys[b]);
 }
 
 void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std::vector<Proposal>& out) {
@@ -95,11 +67,9 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
   batch_.clear();
   for (size_t r = 0; r < requests.size(); ++r) {
     const ProposalRequest& q = requests[r];
-    const sampling::Selector selector = q.chain->selector();
-    if (q.max_tokens <= 0 || (selector != sampling::Selector::Greedy && selector != sampling::Selector::Dist)) continue;
     const int64_t len = static_cast<int64_t>(q.tokens.size());
     if (kv_.length(q.seq) >= len) release(q.seq);  // cannot happen after verified(); start over if it does
-    if (kv_.length(q.seq) == 0 && prefix_caching_) adopt_cached_prefix(q.seq, q.tokens);
+    if (kv_.length(q.seq) == 0) adopt_cached_prefix(q.seq, q.block_keys);
     const int64_t have = kv_.length(q.seq);
     // Room for the catch-up and the drafts fed back (the last draft is not).
     if (kv_.blocks_needed(q.seq, have, len + q.max_tokens - 1) > kv_.pool().n_allocatable()) continue;
@@ -118,7 +88,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
       const ProposalRequest& q = requests[d.request];
       Proposal& p = out[d.request];
       if (static_cast<int32_t>(p.tokens.size()) != depth || depth >= q.max_tokens) continue;
-      if (depth == 0) register_blocks(q.seq, q.tokens, static_cast<int64_t>(q.tokens.size()));
+      if (depth == 0) register_blocks(q.seq, q.block_keys);  // the catch-up's tokens are all final
       const std::span<const float> logits_row = logits.subspan(row++ * n_vocab, n_vocab);
       if (d.chain->selector() == sampling::Selector::Greedy) {
         p.tokens.push_back(d.chain->sample(logits_row));  // sample() accepts it

@@ -3,8 +3,9 @@
 // keeps its own KV cache in its own block pool, keyed by the target's
 // sequence ids, and catches up lazily: each step first runs the tokens a
 // sequence gained since its last proposal (the whole prompt the first time;
-// full blocks of it come from its own prefix cache when an earlier sequence
-// computed them), then one batched pass per further drafted token.
+// full blocks of it come from its pool's prefix cache, under the scheduler's
+// keys, when an earlier sequence computed them), then one batched pass per
+// further drafted token.
 #pragma once
 
 #include <cstdint>
@@ -28,23 +29,21 @@ class DraftModelProposer final : public Proposer {
   // n_blocks of format.block_size tokens in the draft's pool (the engine gives
   // it the target's count, so the draft holds whatever the target holds).
   // reserve_memory: the pool is made resident now (EngineOptions::reserve_kv_memory).
-  // Throws tokamak::Error for a format with an f16 window (--kv-recent), which
-  // cannot be cut back to the accepted tokens.
+  // The format has no f16 window (the Engine refuses --kv-recent with speculation).
   DraftModelProposer(const Model& draft, ThreadPool& pool, const kv::KvFormat& format, int32_t n_blocks,
-                     kernels::MatmulOptions matmul, bool prefix_caching, bool reserve_memory);
+                     kernels::MatmulOptions matmul, bool reserve_memory);
 
   void propose(std::span<const ProposalRequest> requests, std::vector<Proposal>& out) override;
   void verified(SeqId seq, int64_t n_final) override;
   void release(SeqId seq) override;
   double seconds_per_pass() const override { return pass_seconds_; }
-  const kv::KvCache& kv_cache() const { return kv_; }
 
  private:
-  // An empty sequence adopts the cached blocks of its tokens' full blocks
-  // (all but the last token, whose logits the first draft needs).
-  void adopt_cached_prefix(SeqId seq, std::span<const int32_t> tokens);
-  // Registers the full blocks among the sequence's first n_final tokens.
-  void register_blocks(SeqId seq, std::span<const int32_t> tokens, int64_t n_final);
+  // An empty sequence adopts the longest run of cached blocks under its keys
+  // (they cover computed tokens only, so its last token is always run).
+  void adopt_cached_prefix(SeqId seq, std::span<const uint64_t> block_keys);
+  // Registers the sequence's full blocks that have keys (all hold final tokens).
+  void register_blocks(SeqId seq, std::span<const uint64_t> block_keys);
   // One forward of the draft over batch_; one_token_each: a pure drafting pass (timed for the policy).
   std::span<const float> run_pass(bool one_token_each);
 
@@ -52,8 +51,6 @@ class DraftModelProposer final : public Proposer {
   kv::KvCache kv_;
   Forward forward_;
   Batch batch_;
-  bool prefix_caching_;
-  uint64_t salt_;
   double pass_seconds_ = 0.0;  // exponential average of one drafting pass
 };
 

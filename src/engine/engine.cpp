@@ -192,8 +192,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
   if (spec.draft_model != nullptr) {
     // The draft's pool holds as many tokens as the target's.
     proposer_ = std::make_unique<DraftModelProposer>(*spec.draft_model, pool_, options_.kv_format, kv_.pool().n_blocks(),
-                                                     options_.matmul, options_.enable_prefix_caching,
-                                                     options_.reserve_kv_memory);
+                                                     options_.matmul, options_.reserve_kv_memory);
   } else if (spec.ngram > 0) {
     proposer_ = make_ngram_proposer(spec.ngram);
   }

@@ -69,7 +69,7 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;  // [draft_max]
-  double draft_seconds = 0.0;    // proposing (the draft model's passes)
+  double draft_seconds = 0.0;    // proposing drafts (the draft model's forward passes)
   double forward_seconds = 0.0;  // inside Forward::run
   double step_seconds = 0.0;     // the whole of step(): scheduling, forward, sampling, detokenizing
 };

@@ -50,13 +50,15 @@ void Engine::draft(const ScheduledStep& plan, Drafts& drafts) {
     const ScheduledChunk& c = plan.chunks[chunk_of[j]];
     int64_t k = std::min<int64_t>(ks[j], budget);
     // Drafts never preempt: a sequence short of blocks for them drafts fewer.
-    while (k > 0 && kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k) > blocks_left) --k;
+    int32_t blocks = k > 0 ? kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k) : 0;
+    while (k > 0 && blocks > blocks_left) blocks = --k > 0 ? kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k) : 0;
     if (k < std::max(options_.speculative.draft_min, 1)) continue;
-    blocks_left -= kv_.blocks_needed(c.seq, c.begin, c.begin + 1 + k);
+    blocks_left -= blocks;
     budget -= k;
     Sequence& s = scheduler_.sequence(c.seq);
     Completion& comp = *find_request(s.request_id)->completions[static_cast<size_t>(s.index)];
-    drafts.requests.push_back({c.seq, s.tokens, static_cast<int32_t>(k), comp.sampler.get(), &comp.spec_rng});
+    drafts.requests.push_back(
+        {c.seq, s.tokens, s.block_keys, static_cast<int32_t>(k), comp.sampler.get(), &comp.spec_rng});
     drafting.push_back(chunk_of[j]);
   }
   if (drafts.requests.empty()) return;

@@ -1,7 +1,6 @@
 #include "engine/speculative.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -14,8 +13,9 @@ void SpeculativeOptions::validate() const {
     throw Error("--draft-model and --spec-ngram " + std::to_string(ngram) + " both propose tokens: choose one");
   }
   if (draft_max < 1 || draft_max > 32) throw Error("--draft-max " + std::to_string(draft_max) + " is outside [1, 32]");
-  if (draft_min < 0 || draft_min > draft_max) {
-    throw Error("--draft-min " + std::to_string(draft_min) + " is outside [0, --draft-max = " + std::to_string(draft_max) + "]");
+  if (draft_min < 0) throw Error("--draft-min " + std::to_string(draft_min) + " is negative");
+  if (draft_min > draft_max) {
+    throw Error("--draft-min " + std::to_string(draft_min) + " is above --draft-max " + std::to_string(draft_max));
   }
   if (accept == nullptr) throw Error("speculative decoding without an acceptance rule");
 }
@@ -80,16 +80,6 @@ std::pair<double, double> SpeculationPolicy::line() const {
   return {std::max(0.0, mean_t - b * mean_n), b};
 }
 
-double SpeculationPolicy::step_seconds(double n_tokens) const {
-  const auto [a, b] = line();
-  return a + b * n_tokens;
-}
-
-double SpeculationPolicy::crossover_tokens() const {
-  const auto [a, b] = line();
-  return b > 0.0 ? a / b : INFINITY;
-}
-
 std::vector<int32_t> SpeculationPolicy::choose(std::span<const float> acceptance, std::span<const int32_t> max_k,
                                                int64_t n_step_tokens, double draft_seconds_per_pass) const {
   // Throughput of a step in which every candidate drafts min(depth, its cap):
@@ -117,8 +107,8 @@ std::vector<int32_t> SpeculationPolicy::choose(std::span<const float> acceptance
     const double throughput = tokens / seconds;
     if (throughput > best * 1.0001) best = throughput, best_depth = depth;  // ties: the shallower
   }
+  // (the caller drops a sequence whose capped depth is below draft_min)
   std::vector<int32_t> k(acceptance.size(), 0);
-  if (best_depth < std::max(options_.draft_min, 1)) return k;
   for (size_t i = 0; i < k.size(); ++i) k[i] = std::min(best_depth, max_k[i]);
   return k;
 }

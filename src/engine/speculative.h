@@ -49,8 +49,12 @@ struct SpeculativeOptions {
 struct ProposalRequest {
   SeqId seq = -1;
   std::span<const int32_t> tokens;  // the sequence; its last token is not in the target's KV yet
-  int32_t max_tokens = 0;           // drafts wanted, at most
-  const sampling::SamplerChain* chain = nullptr;  // the completion's chain; a draft model samples through a copy
+  // The scheduler's prefix-cache keys of the sequence's full computed blocks
+  // (empty without prefix caching): a draft model's pool caches by the same keys.
+  std::span<const uint64_t> block_keys;
+  int32_t max_tokens = 0;           // drafts wanted, at most (>= 1)
+  // The completion's chain, ending in greedy or dist; a draft model samples through a copy.
+  const sampling::SamplerChain* chain = nullptr;
   sampling::RequestRng* rng = nullptr;            // the completion's speculation stream
 };
 
@@ -82,12 +86,11 @@ std::unique_ptr<Proposer> make_ngram_proposer(int32_t n);
 // How many tokens each decoding sequence drafts in a step. Speculation pays
 // while the target's step is bound by reading the weights: scoring k more
 // tokens then costs little, and each is kept with the sequence's acceptance
-// rate. Once a step's tokens pass the crossover (the step's memory time over
-// one token's compute time, both measured on this machine's forward passes),
-// every extra token costs a token's compute, which a draft kept with
-// probability < 1 does not repay: the policy drafts into the memory-bound room
-// that the batch leaves, the most likely accepted positions first, and drafts
-// nothing at a batch that fills it.
+// rate. Once the step is compute bound every extra token costs a token's
+// compute, which a draft kept with probability < 1 does not repay. The policy
+// models the step's time as a + b * tokens (fitted to this machine's forward
+// passes) plus the draft's passes, and picks the depth with the most expected
+// tokens per second: deep at batch 1, none at a batch that fills the cores.
 class SpeculationPolicy {
  public:
   explicit SpeculationPolicy(const SpeculativeOptions& options) : options_(options) {}
@@ -99,12 +102,6 @@ class SpeculationPolicy {
                               int64_t n_step_tokens, double draft_seconds_per_pass) const;
   // A forward pass of the target over n_tokens tokens took `seconds`.
   void observe_forward(int64_t n_tokens, double seconds);
-  // The step's modelled time, a + b * n_tokens: a least-squares line through
-  // the recent forward passes (their sizes vary: decodes, drafts, prompt
-  // chunks); b is 0 until two sizes were seen.
-  double step_seconds(double n_tokens) const;
-  // a / b: the step's tokens where compute time equals the fixed time (infinite while b is 0).
-  double crossover_tokens() const;
 
   // The acceptance rate a completion starts from, and its update (an
   // exponential average over about the last 8 drafted tokens). A completion
@@ -120,7 +117,9 @@ class SpeculationPolicy {
   struct Fit {
     double w = 0, n = 0, nn = 0, t = 0, nt = 0;
   };
-  // (a, b) of the fit; b = 0 and a = the mean time while the sizes barely vary.
+  // The step's modelled time a + b * n_tokens, (a, b) a least-squares line
+  // through the recent forward passes (their sizes vary: decodes, drafts,
+  // prompt chunks); b = 0 and a = the mean time while the sizes barely vary.
   std::pair<double, double> line() const;
 
   SpeculativeOptions options_;

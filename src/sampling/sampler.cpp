@@ -93,11 +93,15 @@ std::string SamplerChain::name() const {
   return s + ")";
 }
 
-void SamplerChain::apply(Candidates& cur) {
+void SamplerChain::check_row(const Candidates& cur) const {
   if (n_vocab_ > 0 && cur.ids_are_indices && cur.size() != static_cast<size_t>(n_vocab_)) {
     throw Error("sampling: logits row has " + std::to_string(cur.size()) + " entries, expected n_vocab = " +
                 std::to_string(n_vocab_));
   }
+}
+
+void SamplerChain::apply(Candidates& cur) {
+  check_row(cur);
   for (auto& s : samplers_) s->apply(cur);
 }
 
@@ -119,10 +123,7 @@ void SamplerChain::distribution(std::span<const float> logits, Candidates& out) 
   if (selector() != Selector::Dist) throw Error("sampling: distribution() of " + name() + ", which does not end in dist");
   if (logits.empty()) throw Error("sampling: " + name() + ": empty logits row");
   out.fill(logits);
-  if (n_vocab_ > 0 && out.size() != static_cast<size_t>(n_vocab_)) {
-    throw Error("sampling: logits row has " + std::to_string(out.size()) + " entries, expected n_vocab = " +
-                std::to_string(n_vocab_));
-  }
+  check_row(out);
   for (size_t i = 0; i + 1 < samplers_.size(); ++i) samplers_[i]->apply(out);
   out.softmax();
 }

@@ -127,6 +127,8 @@ class SamplerChain final : public Sampler {
   void distribution(std::span<const float> logits, Candidates& out);
 
  private:
+  // Throws Error when a full row's size is not n_vocab.
+  void check_row(const Candidates& cur) const;
   int32_t n_vocab_;
   std::vector<std::unique_ptr<Sampler>> samplers_;
 };
