@@ -24,6 +24,7 @@
 #include "core/huge_pages.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/interleave.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
 
@@ -36,12 +37,13 @@ constexpr size_t kRotationBytes = size_t{512} << 20;
 // speed of the kernels does not depend on the values), repeated in copies.
 struct Weights {
   DType type;
+  RowLayout layout;
   int64_t k, rows;
   size_t bytes;  // of one copy
   int copies;
   HugePageBuffer buf;
 
-  Weights(DType t, int64_t k_, int64_t rows_) : type(t), k(k_), rows(rows_) {
+  Weights(DType t, int64_t k_, int64_t rows_, RowLayout layout_ = RowLayout::kPlain) : type(t), layout(layout_), k(k_), rows(rows_) {
     bytes = row_bytes(t, k) * static_cast<size_t>(rows);
     copies = static_cast<int>(std::max<size_t>(1, kRotationBytes / bytes));
     buf = HugePageBuffer(bytes * static_cast<size_t>(copies), "benchmark weights");
@@ -61,11 +63,16 @@ struct Weights {
         std::memcpy(buf.data() + static_cast<size_t>(r) * rb, buf.data() + static_cast<size_t>(r % 64) * rb, rb);
       }
     }
+    if (layout == RowLayout::kInterleaved8) {
+      std::vector<std::byte> plain(buf.data(), buf.data() + bytes);
+      kernels::interleave_rows(t, plain.data(), buf.data(), rows, k);
+    }
     for (int c = 1; c < copies; ++c) std::memcpy(buf.data() + bytes * static_cast<size_t>(c), buf.data(), bytes);
   }
   TensorView view(int copy) const {
     TensorView v;
     v.type = type;
+    v.layout = layout;
     v.n_dims = 2;
     v.ne = {k, rows, 1, 1};
     v.data = buf.data() + bytes * static_cast<size_t>(copy % copies);
@@ -77,8 +84,9 @@ const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DTyp
                         DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
                         DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
-void run_matmul(benchmark::State& state, DType t, int64_t k, int64_t rows, int64_t tokens, int threads, kernels::Isa isa) {
-  const Weights w(t, k, rows);
+void run_matmul(benchmark::State& state, DType t, int64_t k, int64_t rows, int64_t tokens, int threads, kernels::Isa isa,
+                RowLayout layout = RowLayout::kPlain) {
+  const Weights w(t, k, rows, layout);
   std::vector<float> x(static_cast<size_t>(k * tokens));
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -149,6 +157,24 @@ int register_all() {
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, 2048, 5632, tokens, 2, best); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
+    }
+  }
+  // The interleaved layout (kernels/interleave.h), where the best variant has kernels for it.
+  for (DType t : kTypes) {
+    if (!kernels::prefers_interleaved(t, best)) continue;
+    for (const Shape& s : kShapes) {
+      for (int threads : {1, 2}) {
+        const std::string name = std::string("GemvX8/") + std::string(dtype_name(t)) + "/" + s.name + "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+          run_matmul(st, t, s.k, s.rows, 1, threads, best, RowLayout::kInterleaved8);
+        })->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+    }
+    for (int tokens : {64, 512}) {
+      const std::string name = std::string("GemmX8/") + std::string(dtype_name(t)) + "/ffn_up/tokens:" + std::to_string(tokens) + "/threads:2";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+        run_matmul(st, t, 2048, 5632, tokens, 2, best, RowLayout::kInterleaved8);
+      })->UseRealTime()->Unit(benchmark::kMillisecond);
     }
   }
   // The scalar reference, for scale.

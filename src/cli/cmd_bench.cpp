@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/kv_options.h"
+#include "cli/matmul_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "tools/bench.h"
@@ -31,6 +32,7 @@ constexpr OptionSpec kOptions[] = {
     {"-r,--repetitions", "N", "measured runs of each test (default 5)"},
     {"--ctx", "N,M,...", "decode tests after these context lengths, filled with random K/V (default 0)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
+    kIsaOption,
     {"--json", "", "one JSON object per line per test instead of the table"},
     {"-h,--help", "", "show this help"},
 };
@@ -113,11 +115,13 @@ int bench_main(int argc, char** argv) {
   if (options.n_prompt == 0 && options.n_gen == 0) throw UsageError("options -p and -n are both 0: nothing to measure");
   if (const std::optional<std::string> ctx = args.get("--ctx")) options.contexts = parse_contexts(*ctx);
   options.kv_format = kv_format_from_args(args);
+  options.matmul = matmul_options_from_args(args);
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const bool json = args.has("--json");
 
-  const Model model = Model::load(*path);
+  // Weights repacked for the variant that runs (the AVX2 path on an AVX-512 host, say).
+  const Model model = Model::load(*path, MapMode::kAuto, options.matmul.isa);
   const int32_t n_ctx =
       std::max(options.n_prompt, options.n_gen + *std::max_element(options.contexts.begin(), options.contexts.end()));
   if (n_ctx > model.config().n_ctx_train) {
@@ -144,6 +148,7 @@ int bench_main(int argc, char** argv) {
           {"kv_type_v", kernels::kv_type_name(options.kv_format.v_type)},
           {"kv_recent", options.kv_format.recent},
           {"threads", r.threads},
+          {"isa", kernels::isa_name(options.matmul.isa)},
           {"repetitions", options.repetitions},
           {"tokens_per_s", r.tokens_per_s.median},
           {"tokens_per_s_min", r.tokens_per_s.min},
@@ -168,7 +173,8 @@ int bench_main(int argc, char** argv) {
                 fixed(r.tokens_per_s.max, 2).c_str(), fixed(r.gflops, 1).c_str(), fixed(r.bandwidth_gbs, 1).c_str(),
                 fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str());
   }
-  std::printf("\nweights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
+  std::printf("\nkernels: %s\n", std::string(kernels::isa_name(options.matmul.isa)).c_str());
+  std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
               "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "
               "batch, but prefill is compute bound)\n");
   return 0;

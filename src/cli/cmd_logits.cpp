@@ -28,6 +28,7 @@ constexpr OptionSpec kOptions[] = {
     {"-t,--threads", "N", "threads (default: all cores)"},
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
     kMatmulOption,
+    kIsaOption,
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
@@ -64,7 +65,8 @@ int logits_main(int argc, char** argv) {
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   io::OutputFile out = open_output(*out_path, "-o", true);
-  const Model model = Model::load(*model_path);
+  const kernels::MatmulOptions matmul = matmul_options_from_args(args);
+  const Model model = Model::load(*model_path, MapMode::kAuto, matmul.isa);
   const ModelConfig& c = model.config();
   if (const std::optional<std::string> z = args.get("--tokenizer")) (void)load_tokenizer(model, *model_path, z);
   for (const int32_t id : ids) {
@@ -84,7 +86,7 @@ int logits_main(int argc, char** argv) {
   layout.validate();
   kv::KvCache kv(layout, static_cast<int32_t>((ids.size() + layout.format.block_size - 1) / layout.format.block_size +
                                               layout.recent_blocks()));
-  Forward forward(model, pool, matmul_options_from_args(args));
+  Forward forward(model, pool, matmul);
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));
   Batch batch;

@@ -30,6 +30,7 @@ constexpr OptionSpec kOptions[] = {
     {"--chunks", "N", "score at most N chunks (default: all)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
     kMatmulOption,
+    kIsaOption,
     {"--kl-divergence-base", "FILE", "write the log-probabilities of this run to FILE (the reference for --kl-divergence)"},
     {"--kl-divergence", "", "compare with --kl-divergence-base FILE: KL, top-token agreement, PPL ratio (the text comes "
                             "from FILE; -f is not needed)"},
@@ -125,7 +126,8 @@ int perplexity_main(int argc, char** argv) {
   }
   const std::optional<std::string> model_path = args.get("--model");
   if (!model_path) throw UsageError("perplexity needs -m MODEL");
-  const Model model = Model::load(*model_path);
+  const kernels::MatmulOptions matmul = matmul_options_from_args(args);
+  const Model model = Model::load(*model_path, MapMode::kAuto, matmul.isa);
   const Tokenizer tokenizer = load_tokenizer(model, *model_path, args.get("--tokenizer"));
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
@@ -134,7 +136,7 @@ int perplexity_main(int argc, char** argv) {
   options.n_batch = static_cast<int32_t>(args.get_int("--batch-size", 2048, 1, 1 << 20));
   // f16 KV by default, as llama.cpp's default cache type.
   options.kv = kv_format_from_args(args);
-  options.matmul = matmul_options_from_args(args);
+  options.matmul = matmul;
   // llama-perplexity puts BOS at each chunk's start when the vocabulary adds one.
   const int32_t bos = tokenizer.add_bos() ? tokenizer.bos() : -1;
   return args.has("--kl-divergence") ? kl_run(args, model, pool, options, bos)

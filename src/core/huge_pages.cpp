@@ -55,8 +55,8 @@ HugePageBuffer::~HugePageBuffer() {
   size_ = 0;
 }
 
-void HugePageBuffer::make_read_only() {
-  if (base_ != nullptr) ::mprotect(base_, span_, PROT_READ);
+void HugePageBuffer::make_read_only(bool read_only) {
+  if (base_ != nullptr) ::mprotect(base_, span_, read_only ? PROT_READ : PROT_READ | PROT_WRITE);
 }
 
 }  // namespace tokamak

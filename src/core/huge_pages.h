@@ -29,8 +29,8 @@ class HugePageBuffer {
 
   std::byte* data() const { return data_; }  // 2 MiB aligned; null when empty
   size_t size() const { return size_; }
-  // Makes the whole buffer read-only (weights once loaded).
-  void make_read_only();
+  // Makes the whole buffer read-only (weights once loaded), or writable again.
+  void make_read_only(bool read_only = true);
 
  private:
   void* base_ = nullptr;  // the mapping; data_ is its first 2 MiB boundary

@@ -106,4 +106,17 @@ MappedFile::~MappedFile() {
   size_ = 0;
 }
 
+void MappedFile::rewrite(const std::function<void(std::span<std::byte>)>& edit) {
+  if (copy_.data() == nullptr) {
+    edit({});
+    return;
+  }
+  copy_.make_read_only(false);
+  struct Protect {
+    HugePageBuffer& buf;
+    ~Protect() { buf.make_read_only(); }
+  } protect{copy_};
+  edit({copy_.data(), size_});
+}
+
 }  // namespace tokamak

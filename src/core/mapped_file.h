@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <span>
 
 #include "core/huge_pages.h"
@@ -42,6 +43,10 @@ class MappedFile {
   const std::filesystem::path& path() const { return path_; }
   // True when the bytes are a copy on huge pages (kHugePageCopy, or kAuto that chose it).
   bool huge_page_copy() const { return copy_.data() != nullptr; }
+  // Calls edit with the copy's bytes, writable for the call (an empty span
+  // when the file is mapped), then makes them read-only again: Model
+  // repacks weights in place this way.
+  void rewrite(const std::function<void(std::span<std::byte>)>& edit);
 
  private:
   std::filesystem::path path_;

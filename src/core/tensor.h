@@ -11,8 +11,16 @@
 
 namespace tokamak {
 
+// How a weight's rows lie in memory. kInterleaved8: rows in groups of 8,
+// interleaved block by block for the SIMD matmul kernels (the layout is in
+// kernels/interleave.h); rows after the last full group stay plain. A group
+// starts where its first row would in the plain layout, and only the matmul
+// reads such a tensor: row() does not apply to it.
+enum class RowLayout : uint8_t { kPlain, kInterleaved8 };
+
 struct TensorView {
   DType type = DType::F32;
+  RowLayout layout = RowLayout::kPlain;
   int n_dims = 0;
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   const std::byte* data = nullptr;

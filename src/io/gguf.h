@@ -87,6 +87,16 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   // A view into the mapped data (valid as long as this GgufFile lives).
   TensorView view(const GgufTensorInfo& info) const;
+  // Calls edit with the file's bytes, writable, when they are a private copy
+  // (MapMode::kHugePageCopy); with an empty span when mapped or parsed from
+  // caller-owned bytes (MappedFile::rewrite).
+  void rewrite(const std::function<void(std::span<std::byte>)>& edit) {
+    if (file_) {
+      file_->rewrite(edit);
+    } else {
+      edit({});
+    }
+  }
 
  private:
   friend class GgufParser;

@@ -6,8 +6,10 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "kernels/interleave.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quants.h"
 
@@ -22,6 +24,7 @@ constexpr size_t kBlockBytes = 256 * 1024;
 // Chunks of rows handed to threads are multiples of this (whole register
 // tiles, whole cache lines of y).
 constexpr int64_t kRowAlign = 16;
+static_assert(kRowAlign % kInterleaveRows == 0, "chunks of interleaved weights start on a group");
 
 struct Target {
   GemmKernel kernel;
@@ -29,6 +32,7 @@ struct Target {
   float* y;
   int64_t n_rows;
   size_t row_bytes;
+  bool deinterleave;      // interleaved weights, a kernel that reads plain rows
   int act_slot;           // which converted copy of x it reads; -1: x itself
   const std::byte* act;  // activation row 0
   size_t act_stride;
@@ -37,6 +41,30 @@ struct Target {
 // Rows per kernel call: about kBlockBytes of weights, a multiple of kRowAlign.
 int64_t row_block(const Target& t) {
   return std::max<int64_t>(kRowAlign, static_cast<int64_t>(kBlockBytes / t.row_bytes) / kRowAlign * kRowAlign);
+}
+
+// A plain kernel over interleaved rows: each group of 8 is copied back to
+// plain rows first (the variants without interleaved kernels, and the f32
+// reference path; the copy costs little beside their arithmetic). The same
+// rows in the same order: the values equal those from plain weights.
+void gemm_deinterleaved(const GemmArgs& a, GemmFn plain) {
+  thread_local std::vector<std::byte> rows;
+  rows.resize(kInterleaveRows * a.w_stride);
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  GemmArgs g = a;
+  for (int64_t i = 0; i < groups; ++i) {
+    deinterleave_group(a.type, a.w + static_cast<size_t>(i) * kInterleaveRows * a.w_stride, rows.data(), a.k);
+    g.w = rows.data();
+    g.n_rows = kInterleaveRows;
+    g.y = a.y + i * kInterleaveRows;
+    plain(g);
+  }
+  if (groups * kInterleaveRows < a.n_rows) {
+    g.w = a.w + static_cast<size_t>(groups) * kInterleaveRows * a.w_stride;
+    g.n_rows = a.n_rows - groups * kInterleaveRows;
+    g.y = a.y + groups * kInterleaveRows;
+    plain(g);
+  }
 }
 
 void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens) {
@@ -57,7 +85,11 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
       a.act = t.act + static_cast<size_t>(t0) * t.act_stride;
       a.n_tokens = std::min(token_block, n_tokens - t0);
       a.y = t.y + t0 * t.n_rows + r0;
-      t.kernel.fn(a);
+      if (t.deinterleave) {
+        gemm_deinterleaved(a, t.kernel.fn);
+      } else {
+        t.kernel.fn(a);
+      }
     }
   }
 }
@@ -86,6 +118,15 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     Target& t = targets[static_cast<size_t>(j)];
     t.kernel = options_.precision == MatmulPrecision::kF32 ? GemmKernel{gemm_f32_reference, ActFormat::kF32}
                                                            : gemm_kernel(w.type, options_.isa);
+    t.deinterleave = false;
+    if (w.layout == RowLayout::kInterleaved8) {
+      const GemmKernel inter = gemm_kernel_interleaved(w.type, options_.isa);
+      if (options_.precision == MatmulPrecision::kQuantized && inter.fn != nullptr) {
+        t.kernel = inter;
+      } else {
+        t.deinterleave = true;
+      }
+    }
     t.w = &w;
     t.y = outs[static_cast<size_t>(j)].y;
     t.n_rows = w.n_rows();

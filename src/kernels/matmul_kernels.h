@@ -37,6 +37,10 @@ using GemmFn = void (*)(const GemmArgs& args);
 struct GemmKernel {
   GemmFn fn = nullptr;  // nullptr: this variant has no kernel for the type
   ActFormat act = ActFormat::kF32;
+  // fn reads RowLayout::kInterleaved8 weights: GemmArgs::w is the start of a
+  // group, w_stride still the plain row size, and rows after the tensor's last
+  // full group are plain.
+  bool interleaved = false;
 };
 
 // Per-variant tables. The scalar one covers every dequantizable type (types
@@ -49,6 +53,8 @@ GemmKernel gemm_kernel_avx512(DType t);
 GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
+// Kernels over interleaved weights (kernels/interleave.h).
+GemmKernel gemm_kernel_avx2_interleaved(DType t);
 
 // Covers rows x tokens of `a` with R x T register tiles, then the edges with
 // R x 1, 1 x T and 1 x 1 tiles: tile.template run<R, T>(row, token).
@@ -74,5 +80,8 @@ void gemm_f32_reference(const GemmArgs& args);
 // The kernel of `isa` for weight type t, or of the most capable lower variant
 // that has one. fn is nullptr only for types nothing can dequantize.
 GemmKernel gemm_kernel(DType t, Isa isa);
+// The kernel of `isa` that reads t interleaved; fn is nullptr where there is
+// none (the driver then hands a plain kernel de-interleaved copies).
+GemmKernel gemm_kernel_interleaved(DType t, Isa isa);
 
 }  // namespace tokamak::kernels

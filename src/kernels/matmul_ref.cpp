@@ -272,4 +272,8 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
   return gemm_kernel_scalar(t);
 }
 
+GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
+  return isa == Isa::kAvx2 ? gemm_kernel_avx2_interleaved(t) : GemmKernel{};
+}
+
 }  // namespace tokamak::kernels

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
+#include "kernels/interleave.h"
 #include "kernels/quants.h"
 
 namespace tokamak {
@@ -61,7 +62,7 @@ void check_weights(const std::string& source, const ModelConfig& c, const ModelW
 
 }  // namespace
 
-Model Model::load(const std::filesystem::path& path, MapMode weights) {
+Model Model::load(const std::filesystem::path& path, MapMode weights, RepackFor repack) {
   // The format is the file's first bytes' to say, never its name: "GGUF" is
   // GGUF; llama2.c checkpoints have no magic (their header is 7 int32s), so
   // anything else is tried as one, and an error says both were considered.
@@ -74,7 +75,10 @@ Model Model::load(const std::filesystem::path& path, MapMode weights) {
     got = in.gcount();
   }
   if (got == 4 && std::memcmp(magic.data(), "GGUF", 4) == 0) {
-    return from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path, weights)));
+    auto file = std::make_shared<io::GgufFile>(io::GgufFile::open(path, weights));
+    Model m;
+    file->rewrite([&](std::span<std::byte> writable) { m = from_gguf(file, writable, repack); });
+    return m;
   }
   try {
     return from_llama2c(std::make_shared<const io::Llama2cCheckpoint>(io::Llama2cCheckpoint::open(path)));
@@ -92,7 +96,7 @@ Model Model::load(const std::filesystem::path& path, MapMode weights) {
   }
 }
 
-Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {
+Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::byte> writable, RepackFor repack) {
   Model m;
   m.format_ = ModelFormat::Gguf;
   m.config_ = ModelConfig::from_gguf(*file);
@@ -127,8 +131,53 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file) {
     l.ffn_down = tensor(p + "ffn_down.weight");
   }
   check_weights(f.name(), m.config_, w);
+  if (repack) m.interleave_weights(*repack, writable);
   m.gguf_ = std::move(file);
   return m;
+}
+
+void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) {
+  std::vector<TensorView*> targets;
+  auto add = [&](TensorView& t) {
+    if (t.data != nullptr && kernels::prefers_interleaved(t.type, isa) && t.n_rows() >= kernels::kInterleaveRows) {
+      targets.push_back(&t);
+    }
+  };
+  for (LayerWeights& l : weights_.layers) {
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*t);
+  }
+  // A tied output is token_embd, whose rows the forward pass reads one by one.
+  if (weights_.output.data != weights_.token_embd.data) add(weights_.output);
+  if (targets.empty()) return;
+
+  auto in_writable = [&](const TensorView& t) {
+    return !writable.empty() && t.data >= writable.data() && t.data + t.n_bytes() <= writable.data() + writable.size();
+  };
+  size_t owned_bytes = 0;
+  for (const TensorView* t : targets) {
+    if (!in_writable(*t)) owned_bytes += t->n_bytes();
+  }
+  std::shared_ptr<HugePageBuffer> owned;
+  if (owned_bytes > 0) owned = std::make_shared<HugePageBuffer>(owned_bytes, "interleaved weights");
+  size_t used = 0;
+  std::vector<std::byte> plain;
+  for (TensorView* t : targets) {
+    std::byte* dst = nullptr;
+    const std::byte* src = t->data;
+    if (in_writable(*t)) {
+      dst = writable.data() + (t->data - writable.data());
+      plain.assign(t->data, t->data + t->n_bytes());
+      src = plain.data();
+    } else {
+      dst = owned->data() + used;
+      used += t->n_bytes();
+    }
+    kernels::interleave_rows(t->type, src, dst, t->n_rows(), t->ne[0]);
+    t->data = dst;
+    t->layout = RowLayout::kInterleaved8;
+  }
+  if (owned) owned->make_read_only();
+  interleaved_ = std::move(owned);
 }
 
 Model Model::from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> ck) {

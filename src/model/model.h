@@ -5,11 +5,15 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "kernels/isa.h"
 #include "model/config.h"
 
 namespace tokamak {
@@ -43,14 +47,25 @@ struct ModelWeights {
 
 enum class ModelFormat { Gguf, Llama2c };
 
+// The kernel variant whose preferred layout loading repacks weights into
+// (kernels/interleave.h): by default the best one of this CPU. kKeepLayout
+// keeps the file's layout: the bytes a decode step reads are the file's, and
+// the AVX2 Q8_0 kernel reproduces llama.cpp's logits bitwise.
+using RepackFor = std::optional<kernels::Isa>;
+inline constexpr RepackFor kKeepLayout = std::nullopt;
+
 class Model {
  public:
   // Detects the format from the first bytes ("GGUF" magic, else llama2.c).
   // `weights` says where a GGUF file's bytes live (core/mapped_file.h): by
   // default large files are copied onto huge pages, which decode streams
   // about twice as fast as a 4 KiB-page mapping.
-  static Model load(const std::filesystem::path& path, MapMode weights = MapMode::kAuto);
-  static Model from_gguf(std::shared_ptr<const io::GgufFile> file);
+  static Model load(const std::filesystem::path& path, MapMode weights = MapMode::kAuto,
+                    RepackFor repack = kernels::best_isa());
+  // `writable`: the file's bytes when they are this model's own copy, in
+  // which weights are repacked in place (else into a buffer of the model's).
+  static Model from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::byte> writable = {},
+                         RepackFor repack = kernels::best_isa());
   static Model from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> checkpoint);
 
   const ModelConfig& config() const { return config_; }
@@ -66,11 +81,16 @@ class Model {
   size_t weight_bytes() const;
 
  private:
+  // Repacks the matmul weights whose type `isa` reads interleaved
+  // (kernels/interleave.h): in place when they lie in `writable`.
+  void interleave_weights(kernels::Isa isa, std::span<std::byte> writable);
+
   ModelConfig config_;
   ModelWeights weights_;
   ModelFormat format_ = ModelFormat::Gguf;
   std::shared_ptr<const io::GgufFile> gguf_;               // keeps the mapping alive
   std::shared_ptr<const io::Llama2cCheckpoint> llama2c_;   // keeps the mapping alive
+  std::shared_ptr<const HugePageBuffer> interleaved_;      // repacked weights not repacked in place
 };
 
 }  // namespace tokamak

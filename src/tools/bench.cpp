@@ -67,12 +67,12 @@ double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int
 }
 
 ForwardTimer::ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed,
-                           const kv::KvFormat& kv_format)
+                           const kv::KvFormat& kv_format, kernels::MatmulOptions matmul)
     : model_(model),
       max_positions_(max_positions),
       kv_(kv_layout_for(model.config(), kv_format),
           blocks_for(kv_layout_for(model.config(), kv_format), std::max(max_positions, 1))),
-      forward_(model, pool),
+      forward_(model, pool, matmul),
       rng_(seed == 0 ? 1 : seed) {}  // xorshift never leaves 0
 
 int32_t ForwardTimer::next_token() {
@@ -150,7 +150,7 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     if (ctx < 0) throw Error("bench: context length " + std::to_string(ctx) + " is negative");
     max_ctx = std::max(max_ctx, ctx);
   }
-  ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen + max_ctx), o.seed, o.kv_format);
+  ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen + max_ctx), o.seed, o.kv_format, o.matmul);
 
   std::vector<BenchResult> results;
   auto measure = [&](bool prefill, int32_t n, int32_t ctx) {

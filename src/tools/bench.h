@@ -46,7 +46,7 @@ double forward_flops(const ModelConfig& c, int64_t n_tokens, int64_t n_past, int
 class ForwardTimer {
  public:
   ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_positions, uint64_t seed,
-               const kv::KvFormat& kv_format = {});
+               const kv::KvFormat& kv_format = {}, kernels::MatmulOptions matmul = {});
   // Seconds for one batch of n_tokens at positions 0..n-1, logits of the last.
   double prefill(int32_t n_tokens);
   // Seconds for n_tokens steps of one token each at positions ctx..ctx+n-1,
@@ -73,6 +73,7 @@ struct BenchOptions {
   int32_t n_gen = 128;     // 0: no decode test
   std::vector<int32_t> contexts = {0};  // a decode test after each of these context lengths
   kv::KvFormat kv_format;
+  kernels::MatmulOptions matmul;  // the kernel variant (--isa)
   int repetitions = 5;
   int bandwidth_passes = 2;  // per repetition, the fastest counts
   uint64_t seed = 1234;

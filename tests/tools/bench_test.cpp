@@ -42,7 +42,7 @@ void expect_ranges_are_the_file_tensors(const std::filesystem::path& path) {
     expected.emplace_back(file.view(t).data, t.n_bytes);
     expected_bytes += t.n_bytes;
   }
-  const Model model = Model::load(path);
+  const Model model = Model::load(path, MapMode::kAuto, kKeepLayout);
   EXPECT_EQ(model.weight_bytes(), expected_bytes);
   std::vector<std::span<const std::byte>> ranges = weight_ranges(model);
   ASSERT_EQ(ranges.size(), expected.size());

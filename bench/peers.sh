@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# tokamak against its peers, side by side on this machine in one run (issue 18):
+# llama.cpp's and ik_llama.cpp's llama-bench (ik_llama.cpp with -rtr 1, its
+# run-time repacking) and `tokamak bench` on the same files, prefill pp512 and
+# decode tg128, interleaved type by type so that machine load hits each engine
+# alike; then llama2.c's runomp against `tokamak run` on stories260K.
+#
+#   bench/peers.sh --llama-cpp DIR --ik-llama-cpp DIR --llama2c DIR
+#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128]
+#
+# DIRs are checkouts outside this repository (pinned commits: llama.cpp
+# c392e509 = b4747, ik_llama.cpp 8337e4cd, llama2.c 350e04fe); any of them may
+# be left out. They are built with native flags into $SCRATCH (default
+# /tmp/tokamak-peers), never copied into tokamak. Models (TinyLlama-shaped, the
+# llama SPM vocabulary) are made there by `tokamak make-model`. Prints one
+# table: tokens/s (median of the repetitions) and tokamak's ratio to each peer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+scratch=${SCRATCH:-/tmp/tokamak-peers}
+llama_cpp="" ik="" llama2c=""
+types=q4_0,q8_0,q4_k_m,f16
+threads=2 reps=2 n_prompt=512 n_gen=128
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --llama-cpp) llama_cpp=$2; shift 2 ;;
+    --ik-llama-cpp) ik=$2; shift 2 ;;
+    --llama2c) llama2c=$2; shift 2 ;;
+    --types) types=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    -r) reps=$2; shift 2 ;;
+    -p) n_prompt=$2; shift 2 ;;
+    -n) n_gen=$2; shift 2 ;;
+    *) echo "bench/peers.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+for dir in "$llama_cpp" "$ik" "$llama2c"; do
+  if [ -n "$dir" ] && [ ! -d "$dir" ]; then echo "bench/peers.sh: no checkout at '$dir'" >&2; exit 2; fi
+done
+mkdir -p "$scratch"
+scripts/build release tokamak
+tokamak=$repo/build/release/tokamak
+
+# build_ggml NAME SRC [CMAKE FLAGS...]: llama-bench of a llama.cpp-family checkout.
+build_ggml() {
+  local name=$1 src=$2
+  shift 2
+  cmake -S "$src" -B "$scratch/$name" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF "$@" > "$scratch/$name.cmake.log"
+  cmake --build "$scratch/$name" --target llama-bench -j "$(nproc)" > "$scratch/$name.build.log"
+  echo "$scratch/$name/bin/llama-bench"
+}
+peers=()
+declare -A bench_bin peer_flags
+if [ -n "$llama_cpp" ]; then
+  bench_bin[llama.cpp]=$(build_ggml llama.cpp "$llama_cpp")
+  peer_flags[llama.cpp]=""
+  peers+=(llama.cpp)
+fi
+if [ -n "$ik" ]; then
+  # All-quants FlashAttention kernels would triple the build time; unused here.
+  bench_bin[ik_llama.cpp]=$(build_ggml ik_llama.cpp "$ik" -DGGML_IQK_FA_ALL_QUANTS=OFF)
+  peer_flags[ik_llama.cpp]="-rtr 1"
+  peers+=(ik_llama.cpp)
+fi
+
+vocab=${TOKAMAK_TEST_DATA:-$repo/../shared}/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf
+results=$scratch/results.tsv
+: > "$results"
+IFS=, read -r -a type_list <<< "$types"
+for type in "${type_list[@]}"; do
+  model=$scratch/tinyllama-$type.gguf
+  [ -f "$model" ] || "$tokamak" make-model --preset tinyllama-1.1b --type "$type" --vocab-from "$vocab" -o "$model" >&2
+  for peer in "${peers[@]}"; do
+    # shellcheck disable=SC2086 # peer_flags holds several words
+    "${bench_bin[$peer]}" -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" ${peer_flags[$peer]} -o json \
+      > "$scratch/$peer-$type.json" 2> "$scratch/$peer-$type.log"
+    python3 - "$peer" "$type" "$scratch/$peer-$type.json" >> "$results" <<'PY'
+import json, sys
+peer, type_, path = sys.argv[1:]
+for r in json.load(open(path)):
+    test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+    print(f"{type_}\t{test}\t{peer}\t{r['avg_ts']:.2f}\t")
+PY
+  done
+  "$tokamak" bench -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" --json > "$scratch/tokamak-$type.json"
+  python3 - "$type" "$scratch/tokamak-$type.json" >> "$results" <<'PY'
+import json, sys
+type_, path = sys.argv[1:]
+for line in open(path):
+    r = json.loads(line)
+    print(f"{type_}\t{r['test']}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}")
+PY
+done
+
+# stories260K: llama2.c's OpenMP build against tokamak run, greedy, 256 tokens.
+if [ -n "$llama2c" ]; then
+  make -C "$llama2c" runomp > "$scratch/llama2c.build.log"
+  data=${TOKAMAK_TEST_DATA:-$repo/../shared}/models/stories260K
+  for i in $(seq "$reps"); do
+    OMP_NUM_THREADS=$threads "$llama2c/runomp" "$data/stories260K.bin" -z "$data/tok512.bin" -t 0 -n 256 -i "Once upon a time" \
+      2>&1 | sed -n 's/^achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
+    "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" --temp 0 -n 256 -p "Once upon a time" \
+      2>&1 > /dev/null | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/stories260K\ttg256\ttokamak\t\1\t/p' >> "$results"
+  done
+fi
+
+python3 - "$results" "${peers[@]}" <<'PY'
+import collections, statistics, sys
+path, peers = sys.argv[1], sys.argv[2:]
+if any(l.startswith("stories260K") for l in open(path)):
+    peers = peers + ["llama2.c"]
+rows = collections.OrderedDict()
+roof = {}
+for line in open(path):
+    type_, test, engine, tps, roofline = line.rstrip("\n").split("\t")
+    rows.setdefault((type_, test), collections.defaultdict(list))[engine].append(float(tps))
+    if roofline:
+        roof[(type_, test)] = roofline
+head = ["type", "test"] + peers + ["tokamak"] + [f"x {p}" for p in peers] + ["tokamak % roofline"]
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+for (type_, test), by in rows.items():
+    med = {e: statistics.median(v) for e, v in by.items()}
+    cells = [type_, test] + [f"{med[p]:.2f}" if p in med else "" for p in peers]
+    cells.append(f"{med['tokamak']:.2f}" if "tokamak" in med else "")
+    cells += [f"{med['tokamak'] / med[p]:.2f}" if p in med and "tokamak" in med else "" for p in peers]
+    cells.append(roof.get((type_, test), "") if test.startswith("tg") else "")
+    print("| " + " | ".join(cells) + " |")
+PY

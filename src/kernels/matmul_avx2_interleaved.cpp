@@ -1,0 +1,158 @@
+// AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h)
+// against Q8_0 activations: Q4_0 and Q8_0.
+//
+// Per 32-element block of a group: the 8 rows' scales load as one vector;
+// each 32-byte line holds 4 quants of each row and meets the same 4
+// activations broadcast to every lane, so vpmaddubsw + vpmaddwd leave each
+// row's block sum in its own lane: no horizontal sums, no scalar scales.
+// Q4_0 sums its 8 lines in int16 (|nibble x activation pair| <= 2 x 15 x 127,
+// eight of them <= 30480) and widens once; Q8_0 widens every line.
+//
+// Each output element is one float lane: per block, acc = fma(float(block's
+// integer sum), d_row x d_act, acc), in block order, the same for every tile
+// shape, so tokens and rows never change each other's values.
+#include "kernels/isa.h"
+#include "kernels/matmul_kernels.h"
+
+#if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/interleave.h"
+
+TOKAMAK_TARGET_REGION_AVX2
+
+namespace tokamak::kernels {
+namespace {
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Activations j*4 .. j*4+3 of a block in every 32-bit lane.
+inline __m256i broadcast4(const uint8_t* xq, int j) {
+  int32_t v;
+  std::memcpy(&v, xq + 4 * j, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+struct ActRows {
+  const uint8_t* base;
+  size_t stride;
+  ActLayout layout;
+  const uint8_t* qs(int64_t t) const { return base + static_cast<size_t>(t) * stride; }
+  const float* d(int64_t t) const { return reinterpret_cast<const float*>(qs(t) + layout.d_offset); }
+  const int16_t* sums(int64_t t) const { return reinterpret_cast<const int16_t*>(qs(t) + layout.sums_offset); }
+};
+
+// Q4_0: 4 lines of nibbles; low nibbles of line c are elements 4c..4c+3,
+// high nibbles 16+4c..16+4c+3, so unpacked register j meets activation dword j.
+struct Q4_0x8 {
+  static constexpr size_t kBlockBytes = 8 * 18;
+  struct Block {
+    __m256i q[8];
+  };
+  static Block unpack(const uint8_t* p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    Block b;
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = load256(p + 16 + 32 * c);
+      b.q[c] = _mm256_and_si256(v, m4);
+      b.q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    return b;
+  }
+  // Each row's sum of q x activation over the block, q - 8 being the value.
+  static __m256i dot(const Block& b, const uint8_t* xq, int16_t xsum) {
+    __m256i s16 = _mm256_maddubs_epi16(b.q[0], broadcast4(xq, 0));
+    for (int j = 1; j < 8; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(b.q[j], broadcast4(xq, j)));
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    return _mm256_sub_epi32(s32, _mm256_set1_epi32(8 * static_cast<int32_t>(xsum)));
+  }
+};
+
+// Q8_0: 8 lines of signed bytes, line c = elements 4c..4c+3. vpmaddubsw wants
+// one unsigned operand: |w| against the activation with w's sign.
+struct Q8_0x8 {
+  static constexpr size_t kBlockBytes = 8 * 34;
+  struct Block {
+    const uint8_t* p;
+  };
+  static Block unpack(const uint8_t* p) { return {p + 16}; }
+  static __m256i dot(const Block& b, const uint8_t* xq, int16_t) {
+    __m256i s32 = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = load256(b.p + 32 * c);
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(xq, c), w));
+      s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    }
+    return s32;
+  }
+};
+
+// How far ahead the weights are prefetched: a group streams as one sequence.
+constexpr size_t kPrefetchBlocks = 16;
+
+// One group of 8 rows against activation rows [t0, t0 + T).
+template <class F, int T>
+void group_tile(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g + static_cast<size_t>(b) * F::kBlockBytes;
+    for (size_t line = 0; line < F::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p));
+    const typename F::Block blk = F::unpack(p);
+    for (int t = 0; t < T; ++t) {
+      const __m256i s = F::dot(blk, x.qs(t0 + t) + 32 * b, x.sums(t0 + t)[b]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+template <class F>
+void gemm_interleaved(const GemmArgs& a) {
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
+  const int64_t nb = a.k / 32;
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g) * kInterleaveRows * a.w_stride;
+    float* y = a.y + g * kInterleaveRows;
+    int64_t t = 0;
+    for (; t + 4 <= a.n_tokens; t += 4) group_tile<F, 4>(w, nb, x, t, y, a.ldy);
+    for (; t < a.n_tokens; ++t) group_tile<F, 1>(w, nb, x, t, y, a.ldy);
+  }
+  if (groups * kInterleaveRows < a.n_rows) {
+    // The tensor's last n_rows % 8 rows, stored plain.
+    GemmArgs tail = a;
+    tail.w = a.w + static_cast<size_t>(groups) * kInterleaveRows * a.w_stride;
+    tail.n_rows = a.n_rows - groups * kInterleaveRows;
+    tail.y = a.y + groups * kInterleaveRows;
+    gemm_kernel_avx2(a.type).fn(tail);
+  }
+}
+
+}  // namespace
+
+GemmKernel gemm_kernel_avx2_interleaved(DType t) {
+  switch (t) {
+    case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
+    default: return {};
+  }
+}
+
+}  // namespace tokamak::kernels
+
+TOKAMAK_TARGET_REGION_END
+
+#else  // no x86 SIMD in this build
+
+namespace tokamak::kernels {
+GemmKernel gemm_kernel_avx2_interleaved(DType) { return {}; }
+}  // namespace tokamak::kernels
+
+#endif

@@ -1,0 +1,226 @@
+// Weights interleaved 8 rows at a time (kernels/interleave.h): the layout
+// round-trips, and the matmul over interleaved weights (the AVX2 kernels, or
+// any other variant through de-interleaved copies) equals the exact dot of
+// the dequantized operands, bitwise on exactly representable data and within
+// the float error bound otherwise; a token's results do not depend on the
+// batch, the thread count or fusion with plain weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "kernels/interleave.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_act.h"
+#include "kernels/quants.h"
+
+namespace tokamak::kernels {
+namespace {
+
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0};
+
+// Exact: random quants, scale 1/16 (every block); else Gaussian values quantized.
+std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
+  const size_t rb = row_bytes(t, k);
+  std::vector<std::byte> w(rb * static_cast<size_t>(rows));
+  if (exact) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (std::byte& b : w) b = static_cast<std::byte>(byte(rng));
+    const uint16_t d = fp32_to_fp16(1.0f / 16);
+    const size_t bb = dtype_traits(t).block_bytes;
+    for (size_t off = 0; off < w.size(); off += bb) std::memcpy(w.data() + off, &d, sizeof(d));
+    return w;
+  }
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = normal(rng);
+    quantize_row(t, row.data(), w.data() + static_cast<size_t>(r) * rb, k);
+  }
+  return w;
+}
+
+// Exact: multiples of 1/8 with +-127/8 first in every block (Q8_0 scale 1/8).
+std::vector<float> make_activations(int64_t tokens, int64_t k, bool exact, std::mt19937& rng) {
+  std::vector<float> x(static_cast<size_t>(tokens * k));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> q(-127, 127);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (exact) {
+      x[i] = static_cast<float>(q(rng)) / 8.0f;
+      if (i % static_cast<size_t>(k) % 32 == 0) x[i] = (q(rng) < 0 ? -127.0f : 127.0f) / 8.0f;
+    } else {
+      x[i] = normal(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
+    }
+  }
+  return x;
+}
+
+TensorView view_of(DType t, int64_t k, int64_t rows, const std::vector<std::byte>& data, RowLayout layout) {
+  TensorView v;
+  v.type = t;
+  v.layout = layout;
+  v.n_dims = 2;
+  v.ne = {k, rows, 1, 1};
+  v.data = data.data();
+  return v;
+}
+
+std::vector<std::byte> interleaved(DType t, const std::vector<std::byte>& plain, int64_t rows, int64_t k) {
+  std::vector<std::byte> out(plain.size());
+  interleave_rows(t, plain.data(), out.data(), rows, k);
+  return out;
+}
+
+// The dot of a plain weight row and an activation row as the kernels see
+// them (dequantized weights, Q8_0-rounded activations), in double, and the
+// sum of the magnitudes of its terms.
+struct ExactDot {
+  double value = 0;
+  double magnitude = 0;
+};
+ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
+  std::vector<float> wd(static_cast<size_t>(k));
+  dequantize_row(t, w_row, wd.data(), k);
+  const ActLayout l = act_layout(ActFormat::kQ8_0, k);
+  std::vector<std::byte> act(l.row_bytes + 64);
+  std::byte* a = act.data() + (64 - reinterpret_cast<uintptr_t>(act.data()) % 64) % 64;
+  quantize_act_row(ActFormat::kQ8_0, x, a, k);
+  const auto* q = reinterpret_cast<const int8_t*>(a);
+  const auto* d = reinterpret_cast<const float*>(a + l.d_offset);
+  ExactDot e;
+  for (int64_t i = 0; i < k; ++i) {
+    const double p = static_cast<double>(wd[static_cast<size_t>(i)]) * d[i / 32] * q[i];
+    e.value += p;
+    e.magnitude += std::fabs(p);
+  }
+  return e;
+}
+
+double float_bound(int64_t k, double magnitude) { return static_cast<double>(k + 16) * 0x1p-24 * magnitude + 1e-30; }
+
+TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
+  std::mt19937 rng(1);
+  for (DType t : kTypes) {
+    const int64_t rows = 19, k = 96;
+    const std::vector<std::byte> plain = make_weights(t, rows, k, true, rng);
+    const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
+    ASSERT_NE(inter, plain) << dtype_name(t);
+    const size_t rb = row_bytes(t, k);
+    std::vector<std::byte> back(8 * rb);
+    for (int64_t g = 0; g < rows / 8; ++g) {
+      deinterleave_group(t, inter.data() + static_cast<size_t>(g) * 8 * rb, back.data(), k);
+      EXPECT_EQ(0, std::memcmp(back.data(), plain.data() + static_cast<size_t>(g) * 8 * rb, back.size())) << dtype_name(t) << " group " << g;
+    }
+    EXPECT_EQ(0, std::memcmp(inter.data() + 16 * rb, plain.data() + 16 * rb, 3 * rb)) << dtype_name(t);
+    // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
+    // and line 0 holds qs bytes 0..3 of each row.
+    for (size_t r = 0; r < 8; ++r) {
+      EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb, 2)) << dtype_name(t) << " row " << r;
+      EXPECT_EQ(0, std::memcmp(inter.data() + 16 + 4 * r, plain.data() + r * rb + 2, 4)) << dtype_name(t) << " row " << r;
+    }
+  }
+  EXPECT_FALSE(can_interleave(DType::Q4_K));
+}
+
+// Every variant, on interleaved weights, against the exact dot of the plain rows.
+TEST(InterleavedMatmul, EveryVariantEqualsTheExactDot) {
+  std::mt19937 rng(2);
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    for (int64_t k : {32, 96, 4096}) {
+      for (int64_t rows : {8, 19, 40}) {
+        for (int64_t tokens : {1, 3, 7}) {
+          for (bool exact : {true, false}) {
+            const std::vector<std::byte> plain = make_weights(t, rows, k, exact, rng);
+            const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
+            const TensorView v = view_of(t, k, rows, inter, RowLayout::kInterleaved8);
+            const std::vector<float> x = make_activations(tokens, k, exact, rng);
+            for (Isa isa : supported_isas()) {
+              Matmul mm({isa, MatmulPrecision::kQuantized});
+              std::vector<float> y(static_cast<size_t>(rows * tokens));
+              mm.run(v, x.data(), tokens, y.data(), pool);
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t i = 0; i < tokens; ++i) {
+                  const ExactDot e = exact_dot(t, plain.data() + static_cast<size_t>(r) * row_bytes(t, k), k, x.data() + i * k);
+                  const double got = y[static_cast<size_t>(i * rows + r)];
+                  const std::string where = std::string(dtype_name(t)) + " " + std::string(isa_name(isa)) + " k=" +
+                                            std::to_string(k) + " rows=" + std::to_string(rows) + " tokens=" +
+                                            std::to_string(tokens) + " r=" + std::to_string(r) + " t=" + std::to_string(i);
+                  if (exact) {
+                    ASSERT_EQ(got, e.value) << where;
+                  } else {
+                    ASSERT_NEAR(got, e.value, float_bound(k, e.magnitude)) << where;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Variants without interleaved kernels read de-interleaved copies: the same
+// values as on plain weights, bitwise, and so does the f32 reference path.
+TEST(InterleavedMatmul, PlainKernelsGiveThePlainResultsBitwise) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  const int64_t k = 256, rows = 27, tokens = 5;
+  for (DType t : kTypes) {
+    const std::vector<std::byte> plain = make_weights(t, rows, k, false, rng);
+    const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
+    const std::vector<float> x = make_activations(tokens, k, false, rng);
+    for (Isa isa : supported_isas()) {
+      for (MatmulPrecision precision : {MatmulPrecision::kQuantized, MatmulPrecision::kF32}) {
+        if (precision == MatmulPrecision::kQuantized && prefers_interleaved(t, isa)) continue;
+        Matmul mm({isa, precision});
+        std::vector<float> want(static_cast<size_t>(rows * tokens)), got(want.size());
+        mm.run(view_of(t, k, rows, plain, RowLayout::kPlain), x.data(), tokens, want.data(), pool);
+        mm.run(view_of(t, k, rows, inter, RowLayout::kInterleaved8), x.data(), tokens, got.data(), pool);
+        EXPECT_EQ(got, want) << dtype_name(t) << " " << isa_name(isa) << (precision == MatmulPrecision::kF32 ? " f32" : "");
+      }
+    }
+  }
+}
+
+// Batch invariance on the interleaved kernels: a token alone equals the same
+// token in a batch of 7; thread counts and fusion with a plain weight agree.
+TEST(InterleavedMatmul, ATokensRowDoesNotDependOnBatchThreadsOrFusion) {
+  std::mt19937 rng(4);
+  const int64_t k = 768, rows = 77, n = 7;
+  for (DType t : kTypes) {
+    const std::vector<std::byte> plain = make_weights(t, rows, k, false, rng);
+    const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
+    const TensorView v = view_of(t, k, rows, inter, RowLayout::kInterleaved8);
+    const std::vector<std::byte> other = make_weights(DType::Q8_0, 24, k, false, rng);
+    const TensorView vo = view_of(DType::Q8_0, k, 24, other, RowLayout::kPlain);
+    const std::vector<float> x = make_activations(n, k, false, rng);
+    for (Isa isa : supported_isas()) {
+      Matmul mm({isa, MatmulPrecision::kQuantized});
+      ThreadPool one(1);
+      std::vector<float> batch(static_cast<size_t>(n * rows)), alone(static_cast<size_t>(rows));
+      mm.run(v, x.data(), n, batch.data(), one);
+      for (int64_t i = 0; i < n; ++i) {
+        mm.run(v, x.data() + i * k, 1, alone.data(), one);
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + i * rows))
+            << dtype_name(t) << " " << isa_name(isa) << " token " << i;
+      }
+      for (int threads : {2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> fused(batch.size()), fused_other(static_cast<size_t>(n * 24));
+        mm.run({{&v, fused.data()}, {&vo, fused_other.data()}}, x.data(), n, pool);
+        EXPECT_EQ(fused, batch) << dtype_name(t) << " " << isa_name(isa) << " threads " << threads;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokamak::kernels
