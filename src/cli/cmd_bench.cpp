@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/parallel.h"
 #include "cli/kv_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -31,6 +32,7 @@ constexpr OptionSpec kOptions[] = {
     {"-r,--repetitions", "N", "measured runs of each test (default 5)"},
     {"--ctx", "N,M,...", "decode tests after these context lengths, filled with random K/V (default 0)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
+    kParallelOptions[0], kParallelOptions[1],
     {"--json", "", "one JSON object per line per test instead of the table"},
     {"-h,--help", "", "show this help"},
 };
@@ -117,7 +119,9 @@ int bench_main(int argc, char** argv) {
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
   const bool json = args.has("--json");
 
-  const Model model = Model::load(*path);
+  ParallelModel loaded(args, *path);
+  if (loaded.worker()) return loaded.serve(threads);
+  const Model& model = loaded.model();
   const int32_t n_ctx =
       std::max(options.n_prompt, options.n_gen + *std::max_element(options.contexts.begin(), options.contexts.end()));
   if (n_ctx > model.config().n_ctx_train) {
@@ -131,7 +135,7 @@ int bench_main(int argc, char** argv) {
   const std::string type = model_type(model);
   if (json) {
     for (const tools::BenchResult& r : results) {
-      const nlohmann::json j = {
+      nlohmann::json j = {
           {"model", name},
           {"type", type},
           {"params", n_params(model)},
@@ -154,6 +158,7 @@ int bench_main(int argc, char** argv) {
           {"roofline_tokens_per_s", r.roofline_tokens_per_s},
           {"roofline_percent", 100.0 * r.roofline_fraction},
       };
+      if (model.parallel() != nullptr) j["comm_ms_per_pass"] = r.comm_ms_per_pass;
       std::printf("%s\n", j.dump().c_str());
     }
     return 0;
@@ -167,6 +172,12 @@ int bench_main(int argc, char** argv) {
                 fixed(r.tokens_per_s.median, 2).c_str(), fixed(r.tokens_per_s.min, 2).c_str(),
                 fixed(r.tokens_per_s.max, 2).c_str(), fixed(r.gflops, 1).c_str(), fixed(r.bandwidth_gbs, 1).c_str(),
                 fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str());
+  }
+  if (model.parallel() != nullptr) {
+    for (const tools::BenchResult& r : results) {
+      std::printf("%s: rank 0 spent %.3f ms per forward pass in communication (step broadcast, all-reduces, logits)\n",
+                  r.test.c_str(), r.comm_ms_per_pass);
+    }
   }
   std::printf("\nweights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
               "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "

@@ -159,7 +159,9 @@ int bench_serve_main(int argc, char** argv) {
   engine::EngineOptions engine_options = engine_options_from_args(args);
 
   const std::filesystem::path model_path = resolve_model_path(args);
-  const Model model = Model::load(model_path);
+  ParallelModel loaded(args, model_path);
+  if (loaded.worker()) return loaded.serve(engine_options.threads);
+  const Model& model = loaded.model();
   if (const std::optional<std::string> url = args.get("--url")) {
     return bench_url(args, *url, model, model_path, bench);
   }
