@@ -47,9 +47,11 @@ exec ip netns exec $b unshare --uts sh -c "hostname tokamak-b; \$*"
 AGENT
 chmod +x "$agent"
 
-mpi=(mpirun --allow-run-as-root -np 2 --host "$net.1:1,$net.2:1" --mca plm_rsh_agent "$agent"
-     --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24")
+hosts="$net.1:1,$net.2:1" transports=tcp,self
+mpi=(mpirun --allow-run-as-root -np 2 --host "$hosts" --mca plm_rsh_agent "$agent"
+     --mca btl "$transports" --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24")
 echo "== each rank's network namespace (inode) and host name"
+# shellcheck disable=SC2016  # expanded by each rank's shell
 ip netns exec "$a" "${mpi[@]}" sh -c 'echo "rank $OMPI_COMM_WORLD_RANK: $(readlink /proc/self/ns/net) on $(hostname)"' |
   sort
 
