@@ -117,9 +117,9 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
   if (const dist::Parallel* par = model_.parallel()) {
     if (!kv.journaling()) throw Error("forward: the KV cache of a model split across processes must journal (KvCache::start_journal)");
     reserve(kv);
-    broadcast_step(batch, kv);
-    // From here every rank works on the step: a failure must end them all.
+    // From here the other ranks wait for this step: a failure must end them all.
     try {
+      broadcast_step(batch, kv);
       split_micro(batch);
       run_stage(kv);
       gather_logits(batch);
