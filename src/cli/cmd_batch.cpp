@@ -151,11 +151,12 @@ int batch_main(int argc, char** argv) {
   const std::optional<std::string> input = args.get("--input");
   if (!input) throw Error("batch needs -i REQUESTS.jsonl (see --help)");
   engine::EngineOptions engine_options = engine_options_from_args(args);
+  const std::filesystem::path model_path = resolve_model_path(args);
+  ParallelModel loaded(args, model_path);
+  if (loaded.worker()) return loaded.serve(engine_options.threads);
   std::vector<Line> lines = read_lines(*input);
   Output output(args.get_or("--output", "-"));
-
-  const std::filesystem::path model_path = resolve_model_path(args);
-  const Model model = Model::load(model_path);
+  const Model& model = loaded.model();
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/parallel.h"
 #include "cli/kv_options.h"
 #include "cli/matmul_options.h"
 #include "core/error.h"
@@ -33,6 +34,7 @@ constexpr OptionSpec kOptions[] = {
     {"--ctx", "N,M,...", "decode tests after these context lengths, filled with random K/V (default 0)"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kIsaOption,
+    kParallelOptions[0], kParallelOptions[1],
     {"--json", "", "one JSON object per line per test instead of the table"},
     {"-h,--help", "", "show this help"},
 };
@@ -121,7 +123,9 @@ int bench_main(int argc, char** argv) {
   const bool json = args.has("--json");
 
   // Weights repacked for the variant that runs (the AVX2 path on an AVX-512 host, say).
-  const Model model = Model::load(*path, MapMode::kAuto, options.matmul.isa);
+  ParallelModel loaded(args, *path, options.matmul.isa);
+  if (loaded.worker()) return loaded.serve(threads);
+  const Model& model = loaded.model();
   const int32_t n_ctx =
       std::max(options.n_prompt, options.n_gen + *std::max_element(options.contexts.begin(), options.contexts.end()));
   if (n_ctx > model.config().n_ctx_train) {
@@ -135,7 +139,7 @@ int bench_main(int argc, char** argv) {
   const std::string type = model_type(model);
   if (json) {
     for (const tools::BenchResult& r : results) {
-      const nlohmann::json j = {
+      nlohmann::json j = {
           {"model", name},
           {"type", type},
           {"params", n_params(model)},
@@ -159,6 +163,7 @@ int bench_main(int argc, char** argv) {
           {"roofline_tokens_per_s", r.roofline_tokens_per_s},
           {"roofline_percent", 100.0 * r.roofline_fraction},
       };
+      if (model.parallel() != nullptr) j["comm_ms_per_pass"] = r.comm_ms_per_pass;
       std::printf("%s\n", j.dump().c_str());
     }
     return 0;
@@ -172,6 +177,12 @@ int bench_main(int argc, char** argv) {
                 fixed(r.tokens_per_s.median, 2).c_str(), fixed(r.tokens_per_s.min, 2).c_str(),
                 fixed(r.tokens_per_s.max, 2).c_str(), fixed(r.gflops, 1).c_str(), fixed(r.bandwidth_gbs, 1).c_str(),
                 fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str());
+  }
+  if (model.parallel() != nullptr) {
+    for (const tools::BenchResult& r : results) {
+      std::printf("%s: rank 0 spent %.3f ms per forward pass in communication (step broadcast, all-reduces, logits)\n",
+                  r.test.c_str(), r.comm_ms_per_pass);
+    }
   }
   std::printf("\nkernels: %s\n", std::string(kernels::isa_name(options.matmul.isa)).c_str());
   std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "

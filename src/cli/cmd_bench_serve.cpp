@@ -2,6 +2,7 @@
 // (engine/bench_serve.h): throughput, TTFT and inter-token latency
 // percentiles, KV use, preemptions and prefix-cache hits, as a table or, with
 // --json, one JSON object.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "cli/args.h"
 #include "cli/engine_options.h"
+#include "dist/communicator.h"
 #include "cli/model_source.h"
 #include "core/error.h"
 #include "engine/bench_serve.h"
@@ -159,14 +161,22 @@ int bench_serve_main(int argc, char** argv) {
   engine::EngineOptions engine_options = engine_options_from_args(args);
 
   const std::filesystem::path model_path = resolve_model_path(args);
-  const Model model = Model::load(model_path);
+  ParallelModel loaded(args, model_path);
+  if (loaded.worker()) return loaded.serve(engine_options.threads);
+  const Model& model = loaded.model();
   if (const std::optional<std::string> url = args.get("--url")) {
     return bench_url(args, *url, model, model_path, bench);
   }
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);
+  const double comm_before = model.parallel() != nullptr ? model.parallel()->comm_seconds() : 0.0;
   const engine::ServeBenchResult r = engine::run_serve_bench(engine, bench);
+  // Split across processes: rank 0's time in communication per engine step
+  // (the step's broadcast, the all-reduces, the logits rows coming back).
+  const double comm_ms_per_step =
+      model.parallel() != nullptr ? 1e3 * (model.parallel()->comm_seconds() - comm_before) / std::max<int64_t>(1, r.steps)
+                                  : 0.0;
 
   const engine::EngineOptions& eo = engine.options();
   const int32_t n_blocks = engine.kv_cache().pool().n_blocks();
@@ -178,6 +188,7 @@ int bench_serve_main(int argc, char** argv) {
                                     {"steps", r.steps},
                                     {"overhead_fraction", r.overhead_fraction},
                                     {"kv_waste", r.kv_waste}});
+    if (model.parallel() != nullptr) j["comm_ms_per_step"] = comm_ms_per_step;
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -195,6 +206,7 @@ int bench_serve_main(int argc, char** argv) {
   std::printf("%-26s %.1f%%\n", "peak KV use", 100.0 * r.peak_kv_usage);
   std::printf("%-26s %.2f%% of step time\n", "outside the forward pass", 100.0 * r.overhead_fraction);
   std::printf("%-26s %.2f%% of held slots\n", "KV waste", 100.0 * r.kv_waste);
+  if (model.parallel() != nullptr) std::printf("%-26s %.3f ms per step (rank 0)\n", "communication", comm_ms_per_step);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "cli/matmul_options.h"
 #include "cli/kv_options.h"
 #include "cli/model_source.h"
+#include "cli/parallel.h"
 #include "cli/std_streams.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -29,6 +30,7 @@ constexpr OptionSpec kOptions[] = {
     {"--incremental", "", "feed the tokens one at a time through the KV cache"},
     kMatmulOption,
     kIsaOption,
+    kParallelOptions[0], kParallelOptions[1],
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     {"-h,--help", "", "show this help"},
 };
@@ -64,9 +66,11 @@ int logits_main(int argc, char** argv) {
   const std::vector<int32_t> ids = parse_ids(*ids_text);
   const int threads =
       static_cast<int>(args.get_int("--threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024));
-  io::OutputFile out = open_output(*out_path, "-o", true);
   const kernels::MatmulOptions matmul = matmul_options_from_args(args);
-  const Model model = Model::load(*model_path, MapMode::kAuto, matmul.isa);
+  ParallelModel loaded(args, *model_path, matmul.isa);
+  if (loaded.worker()) return loaded.serve(threads);
+  io::OutputFile out = open_output(*out_path, "-o", true);
+  const Model& model = loaded.model();
   const ModelConfig& c = model.config();
   if (const std::optional<std::string> z = args.get("--tokenizer")) (void)load_tokenizer(model, *model_path, z);
   for (const int32_t id : ids) {
@@ -82,10 +86,11 @@ int logits_main(int argc, char** argv) {
   // F32 KV unless asked otherwise, like the reference fixtures of ../shared/fixtures/logits.
   kv::KvFormat f32;
   f32.k_type = f32.v_type = kernels::KvType::F32;
-  const kv::KvLayout layout = kv_layout_for(c, kv_format_from_args(args, f32));
+  const kv::KvLayout layout = kv_layout_for(model, kv_format_from_args(args, f32));
   layout.validate();
   kv::KvCache kv(layout, static_cast<int32_t>((ids.size() + layout.format.block_size - 1) / layout.format.block_size +
                                               layout.recent_blocks()));
+  if (model.parallel() != nullptr) kv.start_journal();  // the other ranks' pools follow this one
   Forward forward(model, pool, matmul);
   std::vector<float> logits;
   logits.reserve(ids.size() * static_cast<size_t>(c.n_vocab));

@@ -17,6 +17,7 @@
 #include "cli/model_source.h"
 #include "cli/prompt_input.h"
 #include "cli/std_streams.h"
+#include "cli/parallel.h"
 #include "cli/sampling_options.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -43,6 +44,7 @@ constexpr OptionSpec kOptions[] = {
     {"--n-probs", "N", "after the text, list each token's logprob and the top N alternatives on stderr"},
     kKvCacheOptions[0], kKvCacheOptions[1], kKvCacheOptions[2], kKvCacheOptions[3], kKvCacheOptions[4],
     kKvCacheOptions[5],
+    kParallelOptions[0], kParallelOptions[1],
     kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
     kSpeculativeOptions[4],
     {"-h,--help", "", "show this help"},
@@ -139,11 +141,13 @@ int run_main(int argc, char** argv) {
   sparams.n_probs = static_cast<int>(args.get_int("--n-probs", 0, 0, std::numeric_limits<int>::max()));
   sparams.seed = sampling::resolve_seed(sparams.seed);
 
-  const std::string prompt_text = read_prompt(args);
   const kv::KvFormat kv_format = kv_format_for_sampling(args, sparams);
   const int64_t kv_memory = kv_memory_from_args(args);
   const std::filesystem::path model_path = resolve_model_path(args);
-  const Model model = Model::load(model_path);
+  ParallelModel loaded(args, model_path);
+  if (loaded.worker()) return loaded.serve(threads);
+  const std::string prompt_text = read_prompt(args);
+  const Model& model = loaded.model();
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const ModelConfig& c = model.config();
   const int32_t n_ctx = context_size(args, c);

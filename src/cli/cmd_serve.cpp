@@ -82,6 +82,13 @@ int serve_main(int argc, char** argv) {
   // The model's path is resolved (downloaded if need be) before listening:
   // the served name comes from it.
   const std::filesystem::path model_path = resolve_model_path(args);
+  // Split across processes, every rank loads its shard before rank 0 listens
+  // (the others never do); alone, the server listens while the model loads.
+  std::optional<ParallelModel> loaded;
+  if (ParallelModel::requested(args)) {
+    loaded.emplace(args, model_path);
+    if (loaded->worker()) return loaded->serve(engine_options.threads);
+  }
   server_options.served_model_name = args.get_or("--served-model-name", model_path.stem().string());
   server::Metrics metrics;
   server::HttpServer http(server_options, metrics);
@@ -89,7 +96,8 @@ int serve_main(int argc, char** argv) {
   http.start();
   std::fprintf(stderr, "listening on http://%s:%d\n", server_options.host.c_str(), port);
 
-  const Model model = Model::load(model_path);
+  if (!loaded) loaded.emplace(args, model_path);
+  const Model& model = loaded->model();
   const Tokenizer tokenizer = load_tokenizer(model, model_path, args.get("--tokenizer"));
   const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, engine_options);
   engine::Engine engine(model, tokenizer, engine_options);

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/kv_options.h"
+#include "cli/parallel.h"
 #include "engine/engine.h"
 
 namespace tokamak::cli {
@@ -36,6 +37,7 @@ inline constexpr OptionSpec kEngineOptions[] = {
      "max-model-len tokens, within half of free RAM"},
     kSpeculativeOptions[0], kSpeculativeOptions[1], kSpeculativeOptions[2], kSpeculativeOptions[3],
     kSpeculativeOptions[4],
+    kParallelOptions[0], kParallelOptions[1],
 };
 
 // The option table of a command that runs an Engine: its own rows, then

@@ -51,7 +51,7 @@ void DraftModelProposer::adopt_cached_prefix(SeqId seq, std::span<const uint64_t
 void DraftModelProposer::register_blocks(SeqId seq, std::span<const uint64_t> block_keys) {
   const std::vector<int32_t>& blocks = kv_.table(seq).blocks;
   const size_t full = static_cast<size_t>(kv_.length(seq) / kv_.layout().format.block_size);
-  for (size_t b = 0; b < std::min(full, block_keys.size()); ++b) kv_.pool().register_key(blocks[b], block_keys[b]);
+  for (size_t b = 0; b < std::min(full, block_keys.size()); ++b) kv_.register_key(blocks[b], block_keys[b]);
 }
 
 void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std::vector<Proposal>& out) {

@@ -179,8 +179,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
       options_(resolved(model, options)),
       chat_template_(model_chat_template(model, tokenizer)),
       pool_(options_.threads),
-      kv_(kv_layout_for(model.config(), options_.kv_format),
-          pool_blocks(kv_layout_for(model.config(), options_.kv_format), options_, draft_block_bytes(options_))),
+      kv_(kv_layout_for(model, options_.kv_format),
+          pool_blocks(kv_layout_for(model, options_.kv_format), options_, draft_block_bytes(options_))),
       forward_(model, pool_, options_.matmul),
       scheduler_(kv_, SchedulerOptions{options_.max_num_seqs, options_.max_num_batched_tokens,
                                        options_.enable_prefix_caching, prefix_salt(model, options_.kv_format)}),
@@ -188,6 +188,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineOptio
       drafts_(std::make_unique<Drafts>()),
       epoch_(std::chrono::steady_clock::now()) {
   if (options_.reserve_kv_memory) kv_.pool().reserve_memory();
+  if (model.parallel() != nullptr) kv_.start_journal();  // the other ranks' pools follow this one
   const SpeculativeOptions& spec = options_.speculative;
   if (spec.draft_model != nullptr) {
     // The draft's pool holds as many tokens as the target's.

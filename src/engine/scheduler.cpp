@@ -227,7 +227,7 @@ void Scheduler::commit(const ScheduledStep& step) {
     const std::vector<int32_t>& blocks = kv_.table(c.seq).blocks;
     const size_t full = static_cast<size_t>(s.n_computed / bs);
     for (size_t b = static_cast<size_t>(c.begin / bs); b < full; ++b) {
-      kv_.pool().register_key(blocks.at(b), s.block_keys.at(b));
+      kv_.register_key(blocks.at(b), s.block_keys.at(b));
     }
   }
 }

@@ -6,6 +6,70 @@
 #include "core/error.h"
 
 namespace tokamak::kv {
+namespace {
+
+enum Op : int64_t { kStart = 0, kReserve, kPrepareWrite, kSetLength, kFork, kFree, kAdopt, kRegisterKey };
+
+}  // namespace
+
+void KvCache::log(std::initializer_list<int64_t> entry) {
+  if (journaling_) journal_.insert(journal_.end(), entry);
+}
+
+void KvCache::start_journal() {
+  journaling_ = true;
+  journal_.assign(1, kStart);
+}
+
+std::vector<int64_t> KvCache::take_journal() {
+  std::vector<int64_t> out;
+  out.swap(journal_);
+  return out;
+}
+
+void KvCache::replay(std::span<const int64_t> j) {
+  size_t i = 0;
+  const auto arg = [&]() {
+    if (i >= j.size()) throw Error("KV journal: entry cut short at " + std::to_string(i) + " of " + std::to_string(j.size()));
+    return j[i++];
+  };
+  while (i < j.size()) {
+    const int64_t op = arg();
+    if (op < kStart || op > kRegisterKey) throw Error("KV journal: unknown entry " + std::to_string(op));
+    if (op == kStart) {  // the journaled cache was fresh here
+      *this = KvCache(layout(), pool_.n_blocks());
+      continue;
+    }
+    // Arguments are read before the call: the order of evaluation of a call's arguments is unspecified.
+    const int64_t a = arg(), b = op == kFree ? 0 : arg(), c = op == kPrepareWrite ? arg() : 0;
+    std::vector<int32_t> blocks;
+    if (op == kAdopt) {
+      const int64_t n = arg();
+      if (n < 0 || n > static_cast<int64_t>(j.size() - i)) throw Error("KV journal: adopt of " + std::to_string(n) + " blocks");
+      for (int64_t k = 0; k < n; ++k) blocks.push_back(static_cast<int32_t>(arg()));
+    }
+    const auto seq = static_cast<int32_t>(a);
+    try {
+      switch (op) {
+        case kReserve: reserve(seq, b); break;
+        case kPrepareWrite: prepare_write(seq, b, c); break;
+        case kSetLength: set_length(seq, b); break;
+        case kFork: fork(seq, static_cast<int32_t>(b)); break;
+        case kFree: free_sequence(seq); break;
+        case kAdopt: adopt(seq, blocks, b); break;
+        case kRegisterKey: register_key(seq, static_cast<uint64_t>(b)); break;
+        default: break;
+      }
+    } catch (const Error&) {
+      // The journaled cache threw at this same call (see start_journal()).
+    }
+  }
+}
+
+bool KvCache::register_key(int32_t block, uint64_t key) {
+  log({kRegisterKey, block, static_cast<int64_t>(key)});
+  return pool_.register_key(block, key);
+}
 
 BlockTable& KvCache::mutable_table(int32_t seq) {
   if (seq < 0) throw Error("KV cache: negative sequence id " + std::to_string(seq));
@@ -20,6 +84,11 @@ const BlockTable& KvCache::table(int32_t seq) const {
 }
 
 void KvCache::reserve(int32_t seq, int64_t n_positions) {
+  log({kReserve, seq, n_positions});
+  reserve_blocks(seq, n_positions);
+}
+
+void KvCache::reserve_blocks(int32_t seq, int64_t n_positions) {
   BlockTable& t = mutable_table(seq);
   const int64_t bs = layout().format.block_size;
   const int64_t needed = (n_positions + bs - 1) / bs;
@@ -34,10 +103,11 @@ void KvCache::make_private(int32_t& block) {
 }
 
 void KvCache::prepare_write(int32_t seq, int64_t begin, int64_t end) {
+  log({kPrepareWrite, seq, begin, end});
   if (begin < 0 || end < begin) {
     throw Error("KV cache: bad write range [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
   }
-  reserve(seq, end);
+  reserve_blocks(seq, end);
   BlockTable& t = mutable_table(seq);
   const KvLayout& l = layout();
   const int64_t bs = l.format.block_size;
@@ -165,6 +235,7 @@ kernels::KvView KvCache::view(int32_t seq, int32_t layer, int64_t query) const {
 }
 
 void KvCache::set_length(int32_t seq, int64_t n_tokens) {
+  log({kSetLength, seq, n_tokens});
   BlockTable& t = mutable_table(seq);
   const int64_t capacity = static_cast<int64_t>(t.blocks.size()) * layout().format.block_size;
   if (n_tokens < 0 || n_tokens > capacity) {
@@ -185,6 +256,7 @@ void KvCache::set_length(int32_t seq, int64_t n_tokens) {
 }
 
 void KvCache::fork(int32_t src, int32_t dst) {
+  log({kFork, src, dst});
   if (src == dst) throw Error("KV cache: fork of sequence " + std::to_string(src) + " into itself");
   if (!table(dst).blocks.empty() || !table(dst).recent.empty()) {
     throw Error("KV cache: fork into sequence " + std::to_string(dst) + ", which holds KV (free it first)");
@@ -199,6 +271,7 @@ void KvCache::fork(int32_t src, int32_t dst) {
 }
 
 void KvCache::free_sequence(int32_t seq) {
+  log({kFree, seq});
   BlockTable& t = mutable_table(seq);
   for (auto b = t.recent.rbegin(); b != t.recent.rend(); ++b) pool_.release(*b);
   for (auto b = t.blocks.rbegin(); b != t.blocks.rend(); ++b) pool_.release(*b);
@@ -206,6 +279,10 @@ void KvCache::free_sequence(int32_t seq) {
 }
 
 void KvCache::adopt(int32_t seq, const std::vector<int32_t>& blocks, int64_t n_tokens) {
+  if (journaling_) {
+    journal_.insert(journal_.end(), {kAdopt, seq, n_tokens, static_cast<int64_t>(blocks.size())});
+    journal_.insert(journal_.end(), blocks.begin(), blocks.end());
+  }
   if (!table(seq).blocks.empty() || !table(seq).recent.empty()) {
     throw Error("KV cache: adopt into sequence " + std::to_string(seq) + ", which holds KV (free it first)");
   }

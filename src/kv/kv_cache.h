@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -88,12 +89,35 @@ class KvCache {
   const BlockTable& table(int32_t seq) const;
   int64_t length(int32_t seq) const { return table(seq).n_tokens; }
 
+  // BlockPool::register_key() of a block, journaled (below).
+  bool register_key(int32_t block, uint64_t key);
+
+  // Replicas: a process holding other heads or layers of the same model
+  // (tensor / pipeline parallel) keeps a pool of its own, with the same block
+  // tables, by repeating this cache's mutations. Once the journal is started
+  // (on a fresh cache), each mutating call (reserve, prepare_write,
+  // set_length, fork, free_sequence, adopt, register_key) appends its
+  // arguments to it, before it runs; replay() on a cache of the same block
+  // count repeats them in order (from a fresh state: the journal begins with
+  // a reset), so allocation, copy-on-write and eviction pick the same
+  // blocks. A call that threw here throws there at the same point, and
+  // replay() goes on past it. write() is not journaled: replicas write their
+  // own K/V. Cost: a few int64 per call.
+  void start_journal();
+  bool journaling() const { return journaling_; }
+  // The entries since the last take (the journal is left empty).
+  std::vector<int64_t> take_journal();
+  // Throws tokamak::Error for an entry this cache did not write.
+  void replay(std::span<const int64_t> journal);
+
   // O(blocks + sequences) audit: the pool's invariants, and every block's
   // refcount equals the number of table entries naming it. Throws tokamak::Error.
   void check_invariants() const;
 
  private:
   BlockTable& mutable_table(int32_t seq);
+  void reserve_blocks(int32_t seq, int64_t n_positions);
+  void log(std::initializer_list<int64_t> entry);
   // Throws tokamak::Error when (layer, pos) is outside the sequence's table.
   void check_write(int32_t seq, int32_t layer, int64_t pos) const;
   // Replaces `block` by a private copy when it is shared.
@@ -105,6 +129,8 @@ class KvCache {
 
   BlockPool pool_;
   std::vector<BlockTable> tables_;  // indexed by sequence id
+  bool journaling_ = false;
+  std::vector<int64_t> journal_;  // entries: an Op, then its arguments (adopt: the count of blocks, then them)
 };
 
 }  // namespace tokamak::kv

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "dist/communicator.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -37,8 +38,12 @@ kv::KvLayout kv_layout_for(const ModelConfig& c, const kv::KvFormat& format) {
   return l;
 }
 
+kv::KvLayout kv_layout_for(const Model& model, const kv::KvFormat& format) {
+  return kv_layout_for(model.local_config(), format);
+}
+
 void Forward::grow(int64_t n, int64_t n_out) {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.local_config();
   ensure_size(x_, n * c.n_embd);
   ensure_size(xb_, n * c.n_embd);
   ensure_size(q_, n * c.q_dim());
@@ -51,8 +56,10 @@ void Forward::grow(int64_t n, int64_t n_out) {
   ensure_size(out_in_, n_out * c.n_embd);
   ensure_size(logits_, n_out * c.n_vocab);
   ensure_size(rope_cos_sin_, c.rope_dim);
+  if (model_.parallel() != nullptr) {
+    ensure_size(shard_logits_, n_out * (model_.shard().vocab_end - model_.shard().vocab_begin));
+  }
 }
-
 void Forward::validate(const Batch& batch, const kv::KvCache& kv) {
   const int64_t n = batch.size();
   if (static_cast<int64_t>(batch.positions.size()) != n || static_cast<int64_t>(batch.seq_ids.size()) != n ||
@@ -92,37 +99,75 @@ void Forward::reserve(kv::KvCache& kv) {
   }
 }
 
-void Forward::attention_layer(const Batch& batch, kv::KvCache& kv, int32_t layer) {
-  attention_.run(batch, kv, layer, k_.data(), v_.data(), pool_);
+void Forward::commit(kv::KvCache& kv) {
+  for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
+    if (new_lengths_[seq] >= 0) kv.set_length(static_cast<int32_t>(seq), new_lengths_[seq]);
+  }
 }
 
 std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
   validate(batch, kv);
-  const ModelConfig& c = model_.config();
-  const ModelWeights& w = model_.weights();
+  const ModelConfig& c = model_.local_config();
   const int64_t n = batch.size();
   int64_t n_out = 0;
   for (int64_t t = 0; t < n; ++t) n_out += batch.want_logits[static_cast<size_t>(t)] ? 1 : 0;
   grow(n, n_out);
   if (n == 0) return {};
   attention_.plan(c, kv.layout(), batch, q_.data(), att_.data(), pool_.size());  // throws before the cache changes
-  reserve(kv);
+  if (const dist::Parallel* par = model_.parallel()) {
+    if (!kv.journaling()) throw Error("forward: the KV cache of a model split across processes must journal (KvCache::start_journal)");
+    reserve(kv);
+    // From here the other ranks wait for this step: a failure must end them all.
+    try {
+      broadcast_step(batch, kv);
+      split_micro(batch);
+      run_stage(kv);
+      gather_logits(batch);
+    } catch (const std::exception& e) {
+      par->world->abort(std::string("forward step failed: ") + e.what());
+    }
+  } else {
+    reserve(kv);
+    embed(batch, x_.data());
+    layers(batch, kv, x_.data());
+    head(batch, x_.data(), n_out, logits_.data());
+  }
+  commit(kv);
+  return {logits_.data(), static_cast<size_t>(n_out * c.n_vocab)};
+}
 
-  const int64_t d = c.n_embd;
+void Forward::embed(const Batch& batch, float* x) {
+  const ModelConfig& c = model_.local_config();
+  const TensorView& embd = model_.weights().token_embd;
+  const int64_t d = c.n_embd, n = batch.size();
+  // A shard holds the rows [vocab_begin, vocab_end): the others' tokens get
+  // zeros, and the sum across ranks leaves each row exactly its owner's.
+  const int32_t vb = model_.shard().vocab_begin, ve = model_.shard().vocab_end;
   for (int64_t t = 0; t < n; ++t) {
-    kernels::dequantize_row(w.token_embd.type, w.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
-                            x_.data() + t * d, d);
+    const int32_t token = batch.tokens[static_cast<size_t>(t)];
+    if (token >= vb && token < ve) {
+      kernels::dequantize_row(embd.type, embd.row(token - vb), x + t * d, d);
+    } else {
+      std::fill(x + t * d, x + (t + 1) * d, 0.0f);
+    }
   }
+  sum_across_ranks(x, n * d);
   if (c.embedding_scale != 1.0f) {
-    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] *= c.embedding_scale;
+    for (int64_t i = 0; i < n * d; ++i) x[i] *= c.embedding_scale;
   }
+}
+
+void Forward::layers(const Batch& batch, kv::KvCache& kv, float* x) {
+  const ModelConfig& c = model_.local_config();
+  const ModelWeights& w = model_.weights();
+  const int64_t d = c.n_embd, n = batch.size();
   kernels::RopeParams rope = c.rope_params();
   if (c.rope_freq_factors) rope.freq_factors = w.rope_freqs.f32();
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // Attention sub-block.
     for (int64_t t = 0; t < n; ++t) {
-      kernels::rms_norm(x_.data() + t * d, lw.attn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
+      kernels::rms_norm(x + t * d, lw.attn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
     }
     matmul_.run({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xb_.data(), n, pool_);
     if (c.qkv_bias) {
@@ -135,36 +180,44 @@ std::span<const float> Forward::run(const Batch& batch, kv::KvCache& kv) {
       kernels::rope_apply(rope, rope_cos_sin_.data(), q_.data() + t * c.q_dim(), c.n_heads, c.head_dim);
       kernels::rope_apply(rope, rope_cos_sin_.data(), k_.data() + t * c.kv_dim(), c.n_kv_heads, c.head_dim);
     }
-    attention_layer(batch, kv, l);
+    attention_.run(batch, kv, l, k_.data(), v_.data(), pool_);
+    // Tensor parallel: each rank's wo columns give a partial sum of the projection.
     matmul_.run(lw.wo, att_.data(), n, proj_.data(), pool_);
-    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
-    // Feed-forward sub-block (SwiGLU).
+    sum_across_ranks(proj_.data(), n * d);
+    for (int64_t i = 0; i < n * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
+    // Feed-forward sub-block (SwiGLU); ffn_down's rows, like wo's, give a partial sum.
     for (int64_t t = 0; t < n; ++t) {
-      kernels::rms_norm(x_.data() + t * d, lw.ffn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
+      kernels::rms_norm(x + t * d, lw.ffn_norm.f32(), xb_.data() + t * d, d, c.rms_eps);
     }
     matmul_.run({{&lw.ffn_gate, gate_.data()}, {&lw.ffn_up, up_.data()}}, xb_.data(), n, pool_);
     kernels::swiglu(gate_.data(), up_.data(), n * c.n_ff);
     matmul_.run(lw.ffn_down, gate_.data(), n, proj_.data(), pool_);
-    for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+    sum_across_ranks(proj_.data(), n * d);
+    for (int64_t i = 0; i < n * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
   }
+}
+
+void Forward::head(const Batch& batch, const float* x, int64_t n_out, float* logits) {
+  const ModelConfig& c = model_.local_config();
+  const ModelWeights& w = model_.weights();
+  const int64_t d = c.n_embd;
   // Only the rows that want logits go through the final norm and LM head.
   int64_t o = 0;
-  for (int64_t t = 0; t < n; ++t) {
+  for (int64_t t = 0; t < batch.size(); ++t) {
     if (!batch.want_logits[static_cast<size_t>(t)]) continue;
-    kernels::rms_norm(x_.data() + t * d, w.output_norm.f32(), out_in_.data() + o * d, d, c.rms_eps);
+    kernels::rms_norm(x + t * d, w.output_norm.f32(), out_in_.data() + o * d, d, c.rms_eps);
     ++o;
   }
-  matmul_.run(w.output, out_in_.data(), n_out, logits_.data(), pool_);
+  matmul_.run(w.output, out_in_.data(), n_out, logits, pool_);
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap;
-    for (int64_t i = 0; i < n_out * c.n_vocab; ++i) {
-      logits_[static_cast<size_t>(i)] = cap * std::tanh(logits_[static_cast<size_t>(i)] / cap);
-    }
+    for (int64_t i = 0; i < n_out * w.output.ne[1]; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
-  for (size_t seq = 0; seq < new_lengths_.size(); ++seq) {
-    if (new_lengths_[seq] >= 0) kv.set_length(static_cast<int32_t>(seq), new_lengths_[seq]);
-  }
-  return {logits_.data(), static_cast<size_t>(n_out * c.n_vocab)};
+}
+
+void Forward::sum_across_ranks(float* data, int64_t n) {
+  const dist::Parallel* par = model_.parallel();
+  if (par != nullptr && par->tp > 1) dist::all_reduce_sum(*par->tensor, data, n, reduce_scratch_);
 }
 
 }  // namespace tokamak

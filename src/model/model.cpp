@@ -131,6 +131,8 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::
     l.ffn_down = tensor(p + "ffn_down.weight");
   }
   check_weights(f.name(), m.config_, w);
+  m.local_ = m.config_;
+  m.shard_.vocab_end = m.config_.n_vocab;
   if (repack) m.interleave_weights(*repack, writable);
   m.gguf_ = std::move(file);
   return m;
@@ -202,6 +204,8 @@ Model Model::from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> ck) {
     w.layers.push_back(l);
   }
   check_weights("llama2.c checkpoint", m.config_, w);
+  m.local_ = m.config_;
+  m.shard_.vocab_end = m.config_.n_vocab;
   m.llama2c_ = std::move(ck);
   return m;
 }

@@ -22,6 +22,9 @@ namespace io {
 class GgufFile;
 class Llama2cCheckpoint;
 }  // namespace io
+namespace dist {
+struct Parallel;
+}  // namespace dist
 
 // Weight shapes in GGML order [ne0 = input, ne1 = output]; norms are [n_embd].
 struct LayerWeights {
@@ -54,6 +57,28 @@ enum class ModelFormat { Gguf, Llama2c };
 using RepackFor = std::optional<kernels::Isa>;
 inline constexpr RepackFor kKeepLayout = std::nullopt;
 
+// Tensor parallel splits the vocabulary (embedding and LM head rows) into
+// near-equal runs: part p of `parts` begins at this row (p = parts: the end).
+inline int32_t vocab_split(int32_t n_vocab, int part, int parts) {
+  return static_cast<int32_t>(static_cast<int64_t>(n_vocab) * part / parts);
+}
+
+// Where this process's part of a model split across processes
+// (dist::Parallel) sits in the whole: the first index of each split
+// dimension it holds (the counts are in Model::local_config()). Tensor
+// parallel (Megatron): query heads and their KV heads, FFN columns and
+// vocabulary rows of the embedding and LM head; pipeline: a run of layers.
+struct ShardRanges {
+  int32_t head_begin = 0;
+  int32_t kv_head_begin = 0;
+  int32_t ff_begin = 0;
+  int32_t vocab_begin = 0;
+  int32_t vocab_end = 0;  // the whole model: config().n_vocab
+  int32_t layer_begin = 0;
+  bool first_stage = true;  // holds the embedding rows
+  bool last_stage = true;   // holds output_norm and the LM head rows
+};
+
 class Model {
  public:
   // Detects the format from the first bytes ("GGUF" magic, else llama2.c).
@@ -67,8 +92,23 @@ class Model {
   static Model from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::byte> writable = {},
                          RepackFor repack = kernels::best_isa());
   static Model from_llama2c(std::shared_ptr<const io::Llama2cCheckpoint> checkpoint);
+  // This rank's shard of a GGUF model (model_shard.cpp): its slices of the
+  // weights, read from the file into memory of their own (huge pages), so a
+  // rank holds about 1/(tp x pp) of the weights. Throws tokamak::Error naming
+  // the numbers when a head count, FFN width or layer count does not split.
+  // `parallel` must outlive the model: forward passes talk through it.
+  static Model load_shard(const std::filesystem::path& path, const dist::Parallel& parallel,
+                          RepackFor repack = kernels::best_isa());
 
+  // The whole model's hyper-parameters (what tokenizer, sampler and
+  // scheduler see). local_config(): those of this process's shard (heads,
+  // KV heads, FFN width and layers it holds; n_vocab stays the whole), equal
+  // to config() unless loaded by load_shard().
   const ModelConfig& config() const { return config_; }
+  const ModelConfig& local_config() const { return local_; }
+  const ShardRanges& shard() const { return shard_; }
+  // The processes the model is split across; null for a whole model.
+  const dist::Parallel* parallel() const { return parallel_; }
   const ModelWeights& weights() const { return weights_; }
   ModelFormat format() const { return format_; }
   // The GGUF file the model came from (its tokenizer lives there); null for llama2.c.
@@ -86,11 +126,15 @@ class Model {
   void interleave_weights(kernels::Isa isa, std::span<std::byte> writable);
 
   ModelConfig config_;
-  ModelWeights weights_;
+  ModelConfig local_;
+  ShardRanges shard_;
+  const dist::Parallel* parallel_ = nullptr;
+  ModelWeights weights_;  // a shard's: its slices, layers [0, local_.n_layers)
   ModelFormat format_ = ModelFormat::Gguf;
   std::shared_ptr<const io::GgufFile> gguf_;               // keeps the mapping alive
   std::shared_ptr<const io::Llama2cCheckpoint> llama2c_;   // keeps the mapping alive
   std::shared_ptr<const HugePageBuffer> interleaved_;      // repacked weights not repacked in place
+  std::shared_ptr<const HugePageBuffer> slices_;           // a shard's weights
 };
 
 }  // namespace tokamak

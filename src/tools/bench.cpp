@@ -5,6 +5,7 @@
 
 #include "core/bandwidth.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 
 namespace tokamak::tools {
 namespace {
@@ -70,10 +71,11 @@ ForwardTimer::ForwardTimer(const Model& model, ThreadPool& pool, int32_t max_pos
                            const kv::KvFormat& kv_format, kernels::MatmulOptions matmul)
     : model_(model),
       max_positions_(max_positions),
-      kv_(kv_layout_for(model.config(), kv_format),
-          blocks_for(kv_layout_for(model.config(), kv_format), std::max(max_positions, 1))),
+      kv_(kv_layout_for(model, kv_format), blocks_for(kv_layout_for(model, kv_format), std::max(max_positions, 1))),
       forward_(model, pool, matmul),
-      rng_(seed == 0 ? 1 : seed) {}  // xorshift never leaves 0
+      rng_(seed == 0 ? 1 : seed) {  // xorshift never leaves 0
+  if (model.parallel() != nullptr) kv_.start_journal();  // the other ranks' pools follow this one
+}
 
 int32_t ForwardTimer::next_token() {
   // xorshift64*: cheap, and the ids need no quality beyond covering the vocabulary.
@@ -103,7 +105,7 @@ double ForwardTimer::prefill(int32_t n_tokens) {
 void ForwardTimer::fill_context(int32_t ctx) {
   kv_.free_sequence(0);
   if (ctx == 0) return;
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = model_.local_config();
   std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
   kv_.prepare_write(0, 0, ctx);
   for (int32_t layer = 0; layer < c.n_layers; ++layer) {
@@ -166,10 +168,14 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     // The bandwidth is measured right before each repetition, so that each
     // speed meets the bandwidth of its own moment on a shared machine.
     std::vector<Repetition> reps;
+    double comm_seconds = 0.0;
     for (int i = 0; i < o.repetitions; ++i) {
       const double bw = measure_read_bandwidth(ranges, pool, o.bandwidth_passes).bytes_per_s;
+      const double comm_before = model.parallel() != nullptr ? model.parallel()->comm_seconds() : 0.0;
       reps.push_back({run(), bw});
+      if (model.parallel() != nullptr) comm_seconds += model.parallel()->comm_seconds() - comm_before;
     }
+    r.comm_ms_per_pass = 1e3 * comm_seconds / (o.repetitions * (prefill ? 1.0 : n));
     // A pass reads the weights once: one token of decode, n of prefill.
     summarize(r, reps, n, prefill ? n : 1);
     const double flops = prefill ? forward_flops(model.config(), n, 0, 1)

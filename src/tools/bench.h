@@ -92,6 +92,7 @@ struct BenchResult {
   size_t weight_bytes = 0;             // read per forward pass
   double roofline_tokens_per_s = 0.0;  // see the top of this file; median over the repetitions
   double roofline_fraction = 0.0;      // median over the repetitions of (their speed / their roofline)
+  double comm_ms_per_pass = 0.0;       // a model split across processes: this rank's communication per pass (mean)
 };
 
 // Tokens/s if a pass did nothing but read weight_bytes at bytes_per_s, with
