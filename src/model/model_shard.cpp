@@ -113,8 +113,10 @@ int64_t part_begin(int64_t n, int part, int parts) { return n * part / parts; }
 }  // namespace
 
 Model Model::load_shard(const std::filesystem::path& path, const dist::Parallel& par, RepackFor repack) {
-  // Header and shapes only: from_gguf checks every weight without reading it.
-  Model m = from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path, MapMode::kMapped)));
+  // Header and shapes only: from_gguf checks every weight without reading it,
+  // and keeps the file's layout (repacking would read every page); the
+  // slices below are this rank's own and are what gets repacked.
+  Model m = from_gguf(std::make_shared<const io::GgufFile>(io::GgufFile::open(path, MapMode::kMapped)), {}, kKeepLayout);
   const io::GgufFile& f = *m.gguf_;
   const ModelConfig& c = m.config_;
   const int tp = par.tp, pp = par.pp, t = par.tp_rank(), s = par.stage();
