@@ -13,6 +13,14 @@
 // the 8 rows' fp16 scales (row order), then the quant bytes in 32-byte lines,
 // line c holding bytes 4c..4c+3 of each row's qs in row order. Q4_0 has 4
 // lines (16 qs bytes a row), Q8_0 8. The last n_rows % 8 rows stay plain.
+//
+// Q4_K, per 256-element super-block of a group (8 x 144 bytes): d[8] and
+// dmin[8] (fp16, row order); 64 bytes with, at 8s + r, the low nibbles of
+// sub-block s's scale (bits 0-3) and min (4-7) of row r; 32 bytes of their
+// high 2 bits, for i = 8s + r at byte i % 32: scale in bits 0-1 and min in
+// 2-3 when i < 32, in 4-5 and 6-7 otherwise; then for each pair of
+// sub-blocks (2j, 2j + 1) 8 lines, line c holding bytes 4c..4c+3 of each
+// row's qs[32j .. 32j + 31] (low nibbles: sub-block 2j, high: 2j + 1).
 #pragma once
 
 #include <cstddef>

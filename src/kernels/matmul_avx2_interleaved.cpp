@@ -1,5 +1,5 @@
-// AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h)
-// against Q8_0 activations: Q4_0 and Q8_0.
+// AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
+// Q4_0 and Q8_0 against Q8_0 activations, Q4_K against Q8_K ones.
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -113,17 +113,120 @@ void group_tile(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, floa
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
+// ---- Q4_K x Q8_K ----
+
+// A super-block's scales and mins for 8 rows: scales as bytes at 8s + r
+// (sub-block s, row r); mins as 4 vectors of int16 pairs (m[2p][r],
+// m[2p + 1][r]) per row lane r, for vpmaddwd against the activations' sub-block sums.
+struct Q4KScales {
+  alignas(32) uint8_t sc[64];
+  __m256i m16[4];
+};
+
+inline void unpack_q4_k_scales(const uint8_t* p, Q4KScales& out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i l0 = load256(p + 32), l1 = load256(p + 64), h = load256(p + 96);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out.sc), _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out.sc + 32), _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(h, m30)));
+  alignas(32) uint8_t mn[64];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mn),
+                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32),
+                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)));
+  for (int q = 0; q < 4; ++q) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * q));
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * q + 8));
+    out.m16[q] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+  }
+}
+
+inline __m256i scales_of(const Q4KScales& s, int sub) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc + 8 * sub)));
+}
+
+// One group of 8 rows against Q8_K activation rows [t0, t0 + T): per
+// super-block, each row's integer sum of scale x q x activation, and of min x
+// the activations' sub-block sums, then two float steps.
+template <int T>
+void group_tile_q4_k(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = 8 * 144;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p = g + static_cast<size_t>(sb) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kBlock + line), _MM_HINT_T0);
+    }
+    Q4KScales scales;
+    unpack_q4_k_scales(p, scales);
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i sa[T], sb2[T];
+      for (int t = 0; t < T; ++t) sa[t] = sb2[t] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = load256(p + 128 + 256 * j + 32 * c);
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* xq = x.qs(t0 + t) + 256 * sb + 64 * j;
+          sa[t] = _mm256_add_epi16(sa[t], _mm256_maddubs_epi16(lo, broadcast4(xq, c)));
+          sb2[t] = _mm256_add_epi16(sb2[t], _mm256_maddubs_epi16(hi, broadcast4(xq + 32, c)));
+        }
+      }
+      const __m256i sc_a = scales_of(scales, 2 * j), sc_b = scales_of(scales, 2 * j + 1);
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(_mm256_madd_epi16(sa[t], ones), sc_a));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(_mm256_madd_epi16(sb2[t], ones), sc_b));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p)), dmin = _mm256_cvtph_ps(load128(p + 16));
+    for (int t = 0; t < T; ++t) {
+      // Sums of the activations per 32: (xs0..xs3) twice in the low lane, (xs4..xs7) in the high one.
+      const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t0 + t) + 16 * sb));
+      const __m256i xs = _mm256_hadd_epi16(bs, bs);
+      __m256i msum = _mm256_setzero_si256();
+      for (int q = 0; q < 4; ++q) {
+        const __m256i pair = _mm256_permutevar8x32_epi32(xs, _mm256_set1_epi32(q < 2 ? q : q + 2));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(scales.m16[q], pair));
+      }
+      const __m256 dx = _mm256_set1_ps(x.d(t0 + t)[sb]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dx), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+struct Q4_Kx8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kTokens = 2;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile_q4_k<T>(g, k / 256, x, t0, y, ldy);
+  }
+};
+
+template <class F>
+struct Blocks32 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kTokens = 4;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile<F, T>(g, k / 32, x, t0, y, ldy);
+  }
+};
+
 template <class F>
 void gemm_interleaved(const GemmArgs& a) {
-  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
-  const int64_t nb = a.k / 32;
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(F::kAct, a.k)};
   const int64_t groups = a.n_rows / kInterleaveRows;
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g) * kInterleaveRows * a.w_stride;
     float* y = a.y + g * kInterleaveRows;
     int64_t t = 0;
-    for (; t + 4 <= a.n_tokens; t += 4) group_tile<F, 4>(w, nb, x, t, y, a.ldy);
-    for (; t < a.n_tokens; ++t) group_tile<F, 1>(w, nb, x, t, y, a.ldy);
+    for (; t + F::kTokens <= a.n_tokens; t += F::kTokens) F::template tile<F::kTokens>(w, a.k, x, t, y, a.ldy);
+    for (; t < a.n_tokens; ++t) F::template tile<1>(w, a.k, x, t, y, a.ldy);
   }
   if (groups * kInterleaveRows < a.n_rows) {
     // The tensor's last n_rows % 8 rows, stored plain.
@@ -139,8 +242,9 @@ void gemm_interleaved(const GemmArgs& a) {
 
 GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
-    case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
-    case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
+    case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_interleaved<Blocks32<Q8_0x8>>, ActFormat::kQ8_0, true};
+    case DType::Q4_K: return {gemm_interleaved<Q4_Kx8>, ActFormat::kQ8_K, true};
     default: return {};
   }
 }

@@ -47,6 +47,21 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Q4_K / Q5_K: packs 8 six-bit scales and mins into 12 bytes (see scale_min_k4).
+inline void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t q[12]) {
+  std::memset(q, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      q[j] = ls[j];
+      q[j + 4] = lm[j];
+    } else {
+      q[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | (lm[j] & 0xf) << 4);
+      q[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      q[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+}
+
 // Q2_K / Q3_K / TQ2_0 layout of 2-bit values: 128 elements per 32 bytes,
 // element 32k + l of the half in bits 2k..2k+1 of byte l.
 inline int unpack_2bit(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }

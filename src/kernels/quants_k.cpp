@@ -205,20 +205,6 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
   }
 }
 
-// Q4_K / Q5_K: packs 8 six-bit scales and mins into 12 bytes (see scale_min_k4).
-void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t q[12]) {
-  std::memset(q, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      q[j] = ls[j];
-      q[j + 4] = lm[j];
-    } else {
-      q[j + 4] = static_cast<uint8_t>((ls[j] & 0xf) | (lm[j] & 0xf) << 4);
-      q[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      q[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-    }
-  }
-}
 
 // The sub-block scales (and mins) of Q4_K/Q5_K quantized to 6 bits against
 // their maxima, then each sub-block requantized with its stored scale and min.

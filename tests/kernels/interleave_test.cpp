@@ -22,7 +22,7 @@
 namespace tokamak::kernels {
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
 
 // Exact: random quants, scale 1/16 (every block); else Gaussian values quantized.
 std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
@@ -31,9 +31,15 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
   if (exact) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::byte& b : w) b = static_cast<std::byte>(byte(rng));
-    const uint16_t d = fp32_to_fp16(1.0f / 16);
+    const uint16_t d = fp32_to_fp16(1.0f / 16), dmin = fp32_to_fp16(-1.0f / 32);
     const size_t bb = dtype_traits(t).block_bytes;
-    for (size_t off = 0; off < w.size(); off += bb) std::memcpy(w.data() + off, &d, sizeof(d));
+    for (size_t off = 0; off < w.size(); off += bb) {
+      std::memcpy(w.data() + off, &d, sizeof(d));
+      if (t == DType::Q4_K) {  // scales and mins <= 15 keep exact sums below 2^24
+        std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));
+        for (size_t i = 4; i < 16; ++i) w[off + i] &= std::byte{0x0F};
+      }
+    }
     return w;
   }
   std::normal_distribution<float> normal(0.0f, 0.05f);
@@ -45,7 +51,7 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
   return w;
 }
 
-// Exact: multiples of 1/8 with +-127/8 first in every block (Q8_0 scale 1/8).
+// Exact: multiples of 1/8 with +-127/8 first in every 32 (Q8_0 and Q8_K scale 1/8).
 std::vector<float> make_activations(int64_t tokens, int64_t k, bool exact, std::mt19937& rng) {
   std::vector<float> x(static_cast<size_t>(tokens * k));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -87,19 +93,27 @@ struct ExactDot {
 ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
   std::vector<float> wd(static_cast<size_t>(k));
   dequantize_row(t, w_row, wd.data(), k);
-  const ActLayout l = act_layout(ActFormat::kQ8_0, k);
+  const ActFormat format = t == DType::Q4_K ? ActFormat::kQ8_K : ActFormat::kQ8_0;
+  const int64_t block = t == DType::Q4_K ? 256 : 32;
+  const ActLayout l = act_layout(format, k);
   std::vector<std::byte> act(l.row_bytes + 64);
   std::byte* a = act.data() + (64 - reinterpret_cast<uintptr_t>(act.data()) % 64) % 64;
-  quantize_act_row(ActFormat::kQ8_0, x, a, k);
+  quantize_act_row(format, x, a, k);
   const auto* q = reinterpret_cast<const int8_t*>(a);
   const auto* d = reinterpret_cast<const float*>(a + l.d_offset);
   ExactDot e;
   for (int64_t i = 0; i < k; ++i) {
-    const double p = static_cast<double>(wd[static_cast<size_t>(i)]) * d[i / 32] * q[i];
+    const double p = static_cast<double>(wd[static_cast<size_t>(i)]) * d[i / block] * q[i];
     e.value += p;
     e.magnitude += std::fabs(p);
   }
   return e;
+}
+
+// Lengths per type: one block, an odd count, large.
+std::vector<int64_t> lengths(DType t) {
+  if (t == DType::Q4_K) return {256, 768, 4096};
+  return {32, 96, 4096};
 }
 
 double float_bound(int64_t k, double magnitude) { return static_cast<double>(k + 16) * 0x1p-24 * magnitude + 1e-30; }
@@ -107,7 +121,7 @@ double float_bound(int64_t k, double magnitude) { return static_cast<double>(k +
 TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
   std::mt19937 rng(1);
   for (DType t : kTypes) {
-    const int64_t rows = 19, k = 96;
+    const int64_t rows = 19, k = t == DType::Q4_K ? 512 : 96;
     const std::vector<std::byte> plain = make_weights(t, rows, k, true, rng);
     const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
     ASSERT_NE(inter, plain) << dtype_name(t);
@@ -119,13 +133,14 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
     }
     EXPECT_EQ(0, std::memcmp(inter.data() + 16 * rb, plain.data() + 16 * rb, 3 * rb)) << dtype_name(t);
     // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
-    // and line 0 holds qs bytes 0..3 of each row.
+    // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
+    const size_t line0 = t == DType::Q4_K ? 128 : 16, qs = t == DType::Q4_K ? 16 : 2;
     for (size_t r = 0; r < 8; ++r) {
       EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb, 2)) << dtype_name(t) << " row " << r;
-      EXPECT_EQ(0, std::memcmp(inter.data() + 16 + 4 * r, plain.data() + r * rb + 2, 4)) << dtype_name(t) << " row " << r;
+      EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
     }
   }
-  EXPECT_FALSE(can_interleave(DType::Q4_K));
+  EXPECT_FALSE(can_interleave(DType::Q6_K));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
@@ -133,7 +148,7 @@ TEST(InterleavedMatmul, EveryVariantEqualsTheExactDot) {
   std::mt19937 rng(2);
   ThreadPool pool(2);
   for (DType t : kTypes) {
-    for (int64_t k : {32, 96, 4096}) {
+    for (int64_t k : lengths(t)) {
       for (int64_t rows : {8, 19, 40}) {
         for (int64_t tokens : {1, 3, 7}) {
           for (bool exact : {true, false}) {
