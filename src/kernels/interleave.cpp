@@ -10,31 +10,26 @@
 namespace tokamak::kernels {
 namespace {
 
-// Bytes of the fp16 scale and of the quants of one 32-element block.
-struct BlockShape {
-  size_t scale_bytes = 2;
-  size_t qs_bytes = 0;
-};
-
-BlockShape block_shape(DType t) {
-  switch (t) {
-    case DType::Q4_0: return {2, 16};
-    case DType::Q8_0: return {2, 32};
-    default: throw Error("interleave: no interleaved layout for " + std::string(dtype_name(t)));
-  }
-}
-
-// Calls piece(plain offset, interleaved offset, bytes) for every piece of
-// one block of a group: plain offsets from the block's start in row 0 (rows
-// row_bytes apart), interleaved ones from the start of its interleaved image.
+// The pieces of one block of a group that are plain copies (Q4_0, Q8_0,
+// Q6_K): piece(plain offset, interleaved offset, bytes), plain offsets from
+// the block's start in row 0 (rows row_bytes apart), interleaved ones from the
+// start of the block's interleaved image.
 template <class Piece>
-void for_each_piece(const BlockShape& s, size_t row_bytes, const Piece& piece) {
-  const size_t lines = s.qs_bytes / 4;
+void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
   for (size_t r = 0; r < kInterleaveRows; ++r) {
-    piece(r * row_bytes, r * s.scale_bytes, s.scale_bytes);
-    for (size_t c = 0; c < lines; ++c) {
-      piece(r * row_bytes + s.scale_bytes + 4 * c, kInterleaveRows * s.scale_bytes + 32 * c + 4 * r, size_t{4});
+    const size_t row = r * row_bytes;
+    if (t == DType::Q6_K) {
+      piece(row + 208, 2 * r, size_t{2});
+      for (size_t s = 0; s < 16; ++s) piece(row + 192 + s, 16 + 8 * s + r, size_t{1});
+      for (size_t m = 0; m < 8; ++m) {
+        for (size_t g = 0; g < 4; ++g) piece(row + 32 * g + 4 * m, 144 + 256 * g + 32 * m + 4 * r, size_t{4});
+        for (size_t h = 0; h < 2; ++h) piece(row + 128 + 32 * h + 4 * m, 1168 + 256 * h + 32 * m + 4 * r, size_t{4});
+      }
+      continue;
     }
+    const size_t qs_bytes = t == DType::Q4_0 ? 16 : 32;
+    piece(row, 2 * r, size_t{2});
+    for (size_t c = 0; c < qs_bytes / 4; ++c) piece(row + 2 + 4 * c, 2 * kInterleaveRows + 32 * c + 4 * r, size_t{4});
   }
 }
 
@@ -85,7 +80,7 @@ void deinterleave_q4_k(const std::byte* inter, std::byte* plain, size_t row_byte
 
 }  // namespace
 
-bool can_interleave(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K; }
+bool can_interleave(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
 
 bool prefers_interleaved(DType t, Isa isa) { return can_interleave(t) && gemm_kernel_interleaved(t, isa).fn != nullptr; }
 
@@ -103,15 +98,14 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
     }
     return;
   }
-  const BlockShape s = block_shape(t);
-  const size_t block_bytes = s.scale_bytes + s.qs_bytes;
-  const int64_t nb = k / 32;
+  const size_t block_bytes = dtype_traits(t).block_bytes;
+  const int64_t nb = k / dtype_traits(t).block_size;
   for (int64_t g = 0; g < groups; ++g) {
     const size_t base = static_cast<size_t>(g) * kInterleaveRows * rb;
     for (int64_t b = 0; b < nb; ++b) {
       const std::byte* plain = src + base + static_cast<size_t>(b) * block_bytes;
       std::byte* inter = dst + base + static_cast<size_t>(b) * kInterleaveRows * block_bytes;
-      for_each_piece(s, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
+      for_each_piece(t, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
     }
   }
 }
@@ -124,12 +118,11 @@ void deinterleave_group(DType t, const std::byte* group, std::byte* dst, int64_t
     }
     return;
   }
-  const BlockShape s = block_shape(t);
-  const size_t block_bytes = s.scale_bytes + s.qs_bytes;
-  for (int64_t b = 0; b < k / 32; ++b) {
+  const size_t block_bytes = dtype_traits(t).block_bytes;
+  for (int64_t b = 0; b < k / dtype_traits(t).block_size; ++b) {
     const std::byte* inter = group + static_cast<size_t>(b) * kInterleaveRows * block_bytes;
     std::byte* plain = dst + static_cast<size_t>(b) * block_bytes;
-    for_each_piece(s, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
+    for_each_piece(t, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
   }
 }
 

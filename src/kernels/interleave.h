@@ -21,6 +21,11 @@
 // 2-3 when i < 32, in 4-5 and 6-7 otherwise; then for each pair of
 // sub-blocks (2j, 2j + 1) 8 lines, line c holding bytes 4c..4c+3 of each
 // row's qs[32j .. 32j + 31] (low nibbles: sub-block 2j, high: 2j + 1).
+//
+// Q6_K, per super-block (8 x 210 bytes): d[8] (fp16); the 16 int8 scales of
+// each row at 16 + 8s + r; ql in 32 lines, line 8g + m at 144 + 32(8g + m)
+// holding ql[32g + 4m .. +3] of each row; qh in 16 lines, line 8h + m at 1168 +
+// 32(8h + m) holding qh[32h + 4m .. +3] of each row.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
-// Q4_0 and Q8_0 against Q8_0 activations, Q4_K against Q8_K ones.
+// Q4_0 and Q8_0 against Q8_0 activations, Q4_K and Q6_K against Q8_K ones.
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -207,6 +207,91 @@ struct Q4_Kx8 {
   }
 };
 
+// ---- Q6_K x Q8_K ----
+
+// One group of 8 rows against Q8_K activation rows [t0, t0 + T). Per
+// super-block: q (0..63) x activation summed per 16 (two lines in int16:
+// |pair| <= 2 x 63 x 128, two of them fit), times the row's int8 scale, minus
+// 32 x sum over sub-blocks of scale x the activations' sum; then one float step.
+template <int T>
+void group_tile_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = 8 * 210;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p = g + static_cast<size_t>(sb) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kBlock + line), _MM_HINT_T0);
+    }
+    const uint8_t* scales = p + 16;  // int8 at 8s + r
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {  // lines 4 half .. 4 half + 3: sub-blocks 8h + 2j + half
+        __m256i s32[T][4];
+        for (int t = 0; t < T; ++t)
+          for (int j = 0; j < 4; ++j) s32[t][j] = _mm256_setzero_si256();
+        for (int pair = 0; pair < 2; ++pair) {
+          __m256i s16[T][4];
+          for (int t = 0; t < T; ++t)
+            for (int j = 0; j < 4; ++j) s16[t][j] = _mm256_setzero_si256();
+          for (int mm = 0; mm < 2; ++mm) {
+            const int m = 4 * half + 2 * pair + mm;
+            const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
+            const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
+            const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+            };
+            for (int t = 0; t < T; ++t) {
+              const uint8_t* xq = x.qs(t0 + t) + 256 * sb + 128 * h;
+              for (int j = 0; j < 4; ++j) s16[t][j] = _mm256_add_epi16(s16[t][j], _mm256_maddubs_epi16(q[j], broadcast4(xq + 32 * j, m)));
+            }
+          }
+          for (int t = 0; t < T; ++t)
+            for (int j = 0; j < 4; ++j) s32[t][j] = _mm256_add_epi32(s32[t][j], _mm256_madd_epi16(s16[t][j], ones));
+        }
+        for (int j = 0; j < 4; ++j) {
+          const int sub = 8 * h + 2 * j + half;
+          const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * sub)));
+          for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t][j], sc));
+        }
+      }
+    }
+    // Scales as int16 pairs (s = 2c, 2c + 1) per row lane, against the activations' sums per 16.
+    __m256i sc16[8];
+    for (int c = 0; c < 8; ++c) {
+      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c));
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c + 8));
+      sc16[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p));
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t0 + t) + 16 * sb));
+      __m256i offset = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sc16[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
+      }
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[sb])), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+struct Q6_Kx8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kTokens = 2;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile_q6_k<T>(g, k / 256, x, t0, y, ldy);
+  }
+};
+
 template <class F>
 struct Blocks32 {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
@@ -245,6 +330,7 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_interleaved<Blocks32<Q8_0x8>>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_interleaved<Q4_Kx8>, ActFormat::kQ8_K, true};
+    case DType::Q6_K: return {gemm_interleaved<Q6_Kx8>, ActFormat::kQ8_K, true};
     default: return {};
   }
 }

@@ -22,7 +22,9 @@
 namespace tokamak::kernels {
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+
+bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
 
 // Exact: random quants, scale 1/16 (every block); else Gaussian values quantized.
 std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
@@ -38,6 +40,10 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
       if (t == DType::Q4_K) {  // scales and mins <= 15 keep exact sums below 2^24
         std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));
         for (size_t i = 4; i < 16; ++i) w[off + i] &= std::byte{0x0F};
+      }
+      if (t == DType::Q6_K) {  // d last; scales -16..16 keep exact sums below 2^24
+        std::memcpy(w.data() + off + 208, &d, sizeof(d));
+        for (size_t i = 192; i < 208; ++i) w[off + i] = static_cast<std::byte>(static_cast<int8_t>(std::to_integer<int>(w[off + i]) % 33 - 16));
       }
     }
     return w;
@@ -93,8 +99,8 @@ struct ExactDot {
 ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
   std::vector<float> wd(static_cast<size_t>(k));
   dequantize_row(t, w_row, wd.data(), k);
-  const ActFormat format = t == DType::Q4_K ? ActFormat::kQ8_K : ActFormat::kQ8_0;
-  const int64_t block = t == DType::Q4_K ? 256 : 32;
+  const ActFormat format = super_block(t) ? ActFormat::kQ8_K : ActFormat::kQ8_0;
+  const int64_t block = super_block(t) ? 256 : 32;
   const ActLayout l = act_layout(format, k);
   std::vector<std::byte> act(l.row_bytes + 64);
   std::byte* a = act.data() + (64 - reinterpret_cast<uintptr_t>(act.data()) % 64) % 64;
@@ -112,7 +118,7 @@ ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
 
 // Lengths per type: one block, an odd count, large.
 std::vector<int64_t> lengths(DType t) {
-  if (t == DType::Q4_K) return {256, 768, 4096};
+  if (super_block(t)) return {256, 768, 4096};
   return {32, 96, 4096};
 }
 
@@ -121,7 +127,7 @@ double float_bound(int64_t k, double magnitude) { return static_cast<double>(k +
 TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
   std::mt19937 rng(1);
   for (DType t : kTypes) {
-    const int64_t rows = 19, k = t == DType::Q4_K ? 512 : 96;
+    const int64_t rows = 19, k = super_block(t) ? 512 : 96;
     const std::vector<std::byte> plain = make_weights(t, rows, k, true, rng);
     const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
     ASSERT_NE(inter, plain) << dtype_name(t);
@@ -134,13 +140,15 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
     EXPECT_EQ(0, std::memcmp(inter.data() + 16 * rb, plain.data() + 16 * rb, 3 * rb)) << dtype_name(t);
     // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
     // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
-    const size_t line0 = t == DType::Q4_K ? 128 : 16, qs = t == DType::Q4_K ? 16 : 2;
+    // Q6_K: d at its block's end, line 0 after the 128 bytes of scales.
+    const size_t line0 = t == DType::Q4_K ? 128 : t == DType::Q6_K ? 144 : 16;
+    const size_t qs = t == DType::Q4_K ? 16 : t == DType::Q6_K ? 0 : 2, d = t == DType::Q6_K ? 208 : 0;
     for (size_t r = 0; r < 8; ++r) {
-      EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb, 2)) << dtype_name(t) << " row " << r;
+      EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb + d, 2)) << dtype_name(t) << " row " << r;
       EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
     }
   }
-  EXPECT_FALSE(can_interleave(DType::Q6_K));
+  EXPECT_FALSE(can_interleave(DType::Q5_K));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
