@@ -162,21 +162,24 @@ int bench_main(int argc, char** argv) {
           {"bandwidth_gbs", r.bandwidth_gbs},
           {"roofline_tokens_per_s", r.roofline_tokens_per_s},
           {"roofline_percent", 100.0 * r.roofline_fraction},
+          {"compute_roofline_tokens_per_s", r.compute_roofline_tokens_per_s},
+          {"binding_percent", 100.0 * r.binding_fraction},
       };
       if (model.parallel() != nullptr) j["comm_ms_per_pass"] = r.comm_ms_per_pass;
       std::printf("%s\n", j.dump().c_str());
     }
     return 0;
   }
-  std::printf("| model | weights | params | type | threads | test | t/s median | min | max | GFLOP/s | GB/s read | roofline t/s | %% of roofline |\n");
-  std::printf("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| model | weights | params | type | threads | test | t/s median | min | max | GFLOP/s | GB/s read | roofline t/s | %% of roofline | compute roofline t/s | %% of binding |\n");
+  std::printf("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const tools::BenchResult& r : results) {
-    std::printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", name.c_str(),
+    std::printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name.c_str(),
                 size_text(r.weight_bytes).c_str(), count_text(n_params(model)).c_str(), type.c_str(), r.threads,
                 (r.ctx > 0 ? r.test + " @ ctx " + std::to_string(r.ctx) : r.test).c_str(),
                 fixed(r.tokens_per_s.median, 2).c_str(), fixed(r.tokens_per_s.min, 2).c_str(),
                 fixed(r.tokens_per_s.max, 2).c_str(), fixed(r.gflops, 1).c_str(), fixed(r.bandwidth_gbs, 1).c_str(),
-                fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str());
+                fixed(r.roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.roofline_fraction, 1).c_str(),
+                fixed(r.compute_roofline_tokens_per_s, 1).c_str(), fixed(100.0 * r.binding_fraction, 1).c_str());
   }
   if (model.parallel() != nullptr) {
     for (const tools::BenchResult& r : results) {
@@ -187,7 +190,9 @@ int bench_main(int argc, char** argv) {
   std::printf("\nkernels: %s\n", std::string(kernels::isa_name(options.matmul.isa)).c_str());
   std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
               "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "
-              "batch, but prefill is compute bound)\n");
+              "batch, but prefill is compute bound);\ncompute roofline: tokens/s if each pass only ran its weight products at the "
+              "speed its kernels reach on this machine with the weights in cache (prefill: as 64-token GEMMs); "
+              "binding: the lower roofline\n");
   return 0;
 }
 

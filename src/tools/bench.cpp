@@ -138,6 +138,64 @@ double ForwardTimer::decode(int32_t n_tokens, int32_t ctx) {
   return seconds_since(start);
 }
 
+namespace {
+
+// The weight matrices of a pass (pass_tensors without the vectors).
+std::vector<const TensorView*> matrices(const Model& model) {
+  std::vector<const TensorView*> out;
+  for (const TensorView* t : model.pass_tensors()) {
+    if (t->n_dims >= 2 && t->n_rows() > 1) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& pool, const kernels::MatmulOptions& matmul,
+                                             int32_t n_tokens) {
+  // GEMV: ~128 KiB of weights per thread, in L2 with the activations beside
+  // them. GEMM reuses each weight n_tokens times, so memory cannot bound it:
+  // the whole tensor, which also keeps the activations' conversion (once a
+  // call) at its real share.
+  constexpr size_t kSliceBytesPerThread = size_t{128} << 10;
+  constexpr double kSeconds = 0.1;
+  std::vector<KernelRate> rates;
+  kernels::Matmul mm(matmul);
+  for (const TensorView* t : matrices(model)) {
+    const auto known = std::find_if(rates.begin(), rates.end(), [&](const KernelRate& r) { return r.type == t->type; });
+    if (known != rates.end()) continue;
+    TensorView slice = *t;
+    const size_t want = n_tokens > 1 ? t->n_bytes() : kSliceBytesPerThread * static_cast<size_t>(pool.size());
+    // Whole groups of 16 rows (interleaved layouts start a group every 8).
+    const int64_t rows = std::clamp<int64_t>(static_cast<int64_t>(want / t->row_stride()) / 16 * 16, 16, t->n_rows() / 16 * 16);
+    if (rows < 16) continue;
+    slice.ne = {t->ne[0], rows, 1, 1};
+    std::vector<float> x(static_cast<size_t>(t->ne[0] * n_tokens), 0.5f), y(static_cast<size_t>(rows * n_tokens));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+    mm.run(slice, x.data(), n_tokens, y.data(), pool);  // warm-up: the slice into the caches
+    int64_t calls = 0;
+    const auto start = std::chrono::steady_clock::now();
+    double elapsed = 0.0;
+    while (elapsed < kSeconds) {
+      mm.run(slice, x.data(), n_tokens, y.data(), pool);
+      ++calls;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    rates.push_back({t->type, static_cast<double>(calls) * static_cast<double>(rows * t->ne[0] * n_tokens) / elapsed});
+  }
+  return rates;
+}
+
+double compute_roofline_tokens_per_s(const Model& model, const std::vector<KernelRate>& rates) {
+  double seconds = 0.0;
+  for (const TensorView* t : matrices(model)) {
+    const auto r = std::find_if(rates.begin(), rates.end(), [&](const KernelRate& k) { return k.type == t->type; });
+    if (r == rates.end() || r->macs_per_s <= 0.0) throw Error("bench: no kernel rate for " + std::string(dtype_name(t->type)));
+    seconds += static_cast<double>(t->n_elements()) / r->macs_per_s;
+  }
+  return seconds > 0.0 ? 1.0 / seconds : 0.0;
+}
+
 std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const BenchOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0)) {
     throw Error("bench: need a positive prompt or generation length (got " + std::to_string(o.n_prompt) + " and " +
@@ -155,6 +213,10 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
   ForwardTimer timer(model, pool, std::max(o.n_prompt, o.n_gen + max_ctx), o.seed, o.kv_format, o.matmul);
 
   std::vector<BenchResult> results;
+  // Prefill's products run as GEMMs of many tokens, decode's as GEMVs.
+  const double compute_decode = compute_roofline_tokens_per_s(model, measure_kernel_rates(model, pool, o.matmul, 1));
+  const double compute_prefill =
+      o.n_prompt > 0 ? compute_roofline_tokens_per_s(model, measure_kernel_rates(model, pool, o.matmul, 64)) : 0.0;
   auto measure = [&](bool prefill, int32_t n, int32_t ctx) {
     BenchResult r;
     r.test = (prefill ? "pp" : "tg") + std::to_string(n);
@@ -185,6 +247,9 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
                                      return f;
                                    }();
     r.gflops = flops / r.seconds.median / 1e9;
+    r.compute_roofline_tokens_per_s = prefill ? compute_prefill : compute_decode;
+    const double binding = std::min(r.roofline_tokens_per_s, r.compute_roofline_tokens_per_s);
+    r.binding_fraction = binding > 0.0 ? r.tokens_per_s.median / binding : 0.0;
     results.push_back(r);
   };
   if (o.n_prompt > 0) measure(true, o.n_prompt, 0);

@@ -92,6 +92,10 @@ struct BenchResult {
   size_t weight_bytes = 0;             // read per forward pass
   double roofline_tokens_per_s = 0.0;  // see the top of this file; median over the repetitions
   double roofline_fraction = 0.0;      // median over the repetitions of (their speed / their roofline)
+  // The compute ceiling (compute_roofline_tokens_per_s) and the speed as a
+  // fraction of the lower of the two rooflines: the one that binds.
+  double compute_roofline_tokens_per_s = 0.0;
+  double binding_fraction = 0.0;
   double comm_ms_per_pass = 0.0;       // a model split across processes: this rank's communication per pass (mean)
 };
 
@@ -107,6 +111,21 @@ struct Repetition {
 // Fills r's timings, bandwidth, roofline and roofline fraction from the
 // repetitions of a test of n_tokens tokens, against r.weight_bytes.
 void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass);
+
+// The compute roofline: the matmul kernel of each weight type timed on this
+// machine on a slice of one of the model's own tensors small enough to stay
+// in L2 (so that memory cannot bound it), in multiply-adds per second, at
+// n_tokens tokens a call (1: the decode GEMV; more: the prefill GEMM).
+struct KernelRate {
+  DType type = DType::F32;
+  double macs_per_s = 0.0;
+};
+std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& pool, const kernels::MatmulOptions& matmul,
+                                             int32_t n_tokens);
+// Tokens/s if a pass did nothing but its weight products at those rates:
+// 1 / sum over the matrices of (elements / rate of their type). Attention,
+// norms and the rest are left out, so this is an upper bound.
+double compute_roofline_tokens_per_s(const Model& model, const std::vector<KernelRate>& rates);
 
 // Runs one unmeasured warm-up and `repetitions` measured runs of each test,
 // measuring the bandwidth right before each run: on a shared machine the

@@ -87,6 +87,20 @@ TEST(Bench, FlopsByHand) {
   EXPECT_EQ(forward_flops(c, 3, 5, 3), 18'960'384.0);
 }
 
+// The same micro-llama: 4 x 753,664 + 131,072 = 3,145,728 matrix weights, all
+// Q8_0; at 1e9 multiply-adds per second a pass takes 3.145728 ms.
+TEST(Bench, ComputeRooflineByHand) {
+  const Model model = Model::load(test_data("fixtures/models/micro-llama-q8_0.gguf"));
+  EXPECT_DOUBLE_EQ(compute_roofline_tokens_per_s(model, {{DType::Q8_0, 1e9}}), 1e9 / 3'145'728.0);
+  EXPECT_THROW(compute_roofline_tokens_per_s(model, {{DType::Q4_0, 1e9}}), Error);
+  // Measured rates: one per type, positive.
+  ThreadPool pool(1);
+  const std::vector<KernelRate> rates = measure_kernel_rates(model, pool, {}, 1);
+  ASSERT_EQ(rates.size(), 1u);
+  EXPECT_EQ(rates[0].type, DType::Q8_0);
+  EXPECT_GT(rates[0].macs_per_s, 0.0);
+}
+
 // 2 GB of weights read at 40 GB/s: a decode step can run at most 20 times a
 // second; a pp512 batch shares one read, so 512 * 20 = 10,240 tokens/s.
 TEST(Bench, RooflineByHand) {
