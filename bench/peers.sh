@@ -13,7 +13,9 @@
 # be left out. They are built with native flags into $SCRATCH (default
 # /tmp/tokamak-peers), never copied into tokamak. Models (TinyLlama-shaped, the
 # llama SPM vocabulary) are made there by `tokamak make-model`. Prints one
-# table: tokens/s (median of the repetitions) and tokamak's ratio to each peer.
+# table: tokens/s (median of the repetitions), tokamak's ratio to each peer, and
+# for decode tokamak's % of the bandwidth roofline and of the binding (lower of
+# bandwidth and compute) roofline, as `tokamak bench` reports them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -88,7 +90,7 @@ import json, sys
 type_, path = sys.argv[1:]
 for line in open(path):
     r = json.loads(line)
-    print(f"{type_}\t{r['test']}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}")
+    print(f"{type_}\t{r['test']}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}/{r['binding_percent']:.0f}")
 PY
 done
 
@@ -98,7 +100,7 @@ if [ -n "$llama2c" ]; then
   data=${TOKAMAK_TEST_DATA:-$repo/../shared}/models/stories260K
   for i in $(seq "$reps"); do
     OMP_NUM_THREADS=$threads "$llama2c/run" "$data/stories260K.bin" -z "$data/tok512.bin" -t 0 -n 256 -i "Once upon a time" \
-      2>&1 | sed -n 's/^achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
+      2>&1 | sed -n 's/.*achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
     "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" --temp 0 -n 256 -p "Once upon a time" \
       2>&1 > /dev/null | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/stories260K\ttg256\ttokamak\t\1\t/p' >> "$results"
   done
@@ -116,7 +118,7 @@ for line in open(path):
     rows.setdefault((type_, test), collections.defaultdict(list))[engine].append(float(tps))
     if roofline:
         roof[(type_, test)] = roofline
-head = ["type", "test"] + peers + ["tokamak"] + [f"x {p}" for p in peers] + ["tokamak % roofline"]
+head = ["type", "test"] + peers + ["tokamak"] + [f"x {p}" for p in peers] + ["tokamak % bandwidth / % binding roofline"]
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for (type_, test), by in rows.items():
