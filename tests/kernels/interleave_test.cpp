@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "common/matmul_data.h"
 #include "core/thread_pool.h"
 #include "kernels/interleave.h"
 #include "kernels/matmul.h"
@@ -21,6 +22,8 @@
 
 namespace tokamak::kernels {
 namespace {
+
+using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
@@ -55,22 +58,6 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
     quantize_row(t, row.data(), w.data() + static_cast<size_t>(r) * rb, k);
   }
   return w;
-}
-
-// Exact: multiples of 1/8 with +-127/8 first in every 32 (Q8_0 and Q8_K scale 1/8).
-std::vector<float> make_activations(int64_t tokens, int64_t k, bool exact, std::mt19937& rng) {
-  std::vector<float> x(static_cast<size_t>(tokens * k));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> q(-127, 127);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (exact) {
-      x[i] = static_cast<float>(q(rng)) / 8.0f;
-      if (i % static_cast<size_t>(k) % 32 == 0) x[i] = (q(rng) < 0 ? -127.0f : 127.0f) / 8.0f;
-    } else {
-      x[i] = normal(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
-    }
-  }
-  return x;
 }
 
 TensorView view_of(DType t, int64_t k, int64_t rows, const std::vector<std::byte>& data, RowLayout layout) {

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "common/matmul_data.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
@@ -29,6 +30,8 @@
 
 namespace tokamak::kernels {
 namespace {
+
+using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                         DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
@@ -118,23 +121,6 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
     }
   }
   return w;
-}
-
-// Activations [tokens, k]. Exact: multiples of 1/8 with +-127/8 at the start of
-// every 32 (so every Q8_0 and Q8_K block scale is exactly 1/8).
-std::vector<float> make_activations(int64_t tokens, int64_t k, bool exact, std::mt19937& rng) {
-  std::vector<float> x(static_cast<size_t>(tokens * k));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> q(-127, 127);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (exact) {
-      x[i] = static_cast<float>(q(rng)) / 8.0f;
-      if (i % static_cast<size_t>(k) % 32 == 0) x[i] = (q(rng) < 0 ? -127.0f : 127.0f) / 8.0f;
-    } else {
-      x[i] = normal(rng) * (i % 97 == 0 ? 20.0f : 1.0f);
-    }
-  }
-  return x;
 }
 
 // Runs one kernel directly on activations converted to its own format.
