@@ -67,7 +67,7 @@ void gemm_deinterleaved(const GemmArgs& a, GemmFn plain) {
   }
 }
 
-void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens) {
+void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_tokens, bool continue_sums) {
   const int64_t rows_per_call = row_block(t);
   // A multiple of 12 tokens: whole register tiles (4 or 6 tokens wide), so
   // only the batch's last tokens go through narrower tiles.
@@ -78,6 +78,7 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
   a.k = k;
   a.act_stride = t.act_stride;
   a.ldy = t.n_rows;
+  a.continue_sums = continue_sums;
   for (int64_t r0 = begin; r0 < end; r0 += rows_per_call) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
       a.w = t.w->data + static_cast<size_t>(r0) * t.row_bytes;
@@ -202,9 +203,21 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
       while (c >= first_chunk[static_cast<size_t>(j) + 1]) ++j;
       const Target& t = targets[static_cast<size_t>(j)];
       const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
-      run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens);
+      run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens, continue_sums_);
     }
   }, grain);
+}
+
+void Matmul::run_continuing(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (options_.precision != MatmulPrecision::kF32) {
+    throw Error("matmul: continuing sums needs the f32 reference path (--matmul f32)");
+  }
+  continue_sums_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{continue_sums_};
+  run(w, x, n_tokens, y, pool);
 }
 
 }  // namespace tokamak::kernels

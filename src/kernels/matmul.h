@@ -65,10 +65,17 @@ class Matmul {
     run(std::span<const MatmulOut>(outs.begin(), outs.size()), x, n_tokens, pool);
   }
 
+  // The f32 reference path (MatmulPrecision::kF32) only: each y[t, r] is the
+  // start of its sum, which goes on in element order as dot_row_ref's does.
+  // Ranks holding consecutive column ranges of a weight continue one another's
+  // sums this way, giving the bits of one process (model/forward.cpp).
+  void run_continuing(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
   static constexpr int kMaxFused = 8;
 
  private:
   MatmulOptions options_;
+  bool continue_sums_ = false;
   AlignedBuffer scratch_;  // converted activations, one region per format
 };
 

@@ -30,6 +30,7 @@ struct GemmArgs {
   int64_t n_tokens = 0;
   float* y = nullptr;              // y[t * ldy + r]
   int64_t ldy = 0;
+  bool continue_sums = false;      // gemm_f32_reference only: each sum starts from y's value
 };
 
 using GemmFn = void (*)(const GemmArgs& args);

@@ -215,8 +215,10 @@ void gemm(const GemmArgs& a) {
 void gemm_f32_reference(const GemmArgs& a) {
   for (int64_t r = 0; r < a.n_rows; ++r) {
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-      a.y[t * a.ldy + r] = dot_row_ref(a.type, a.w + static_cast<size_t>(r) * a.w_stride,
-                                       reinterpret_cast<const float*>(a.act + static_cast<size_t>(t) * a.act_stride), a.k);
+      float& y = a.y[t * a.ldy + r];
+      y = dot_row_ref(a.type, a.w + static_cast<size_t>(r) * a.w_stride,
+                      reinterpret_cast<const float*>(a.act + static_cast<size_t>(t) * a.act_stride), a.k,
+                      a.continue_sums ? y : 0.0f);
     }
   }
 }

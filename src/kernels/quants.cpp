@@ -111,7 +111,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   f(src, dst, block_count(t, n, "quantize"));
 }
 
-float dot_row_ref(DType t, const void* row, const float* x, int64_t n) {
+float dot_row_ref(DType t, const void* row, const float* x, int64_t n, float init) {
   const DequantFn f = kernels_of(t).dequant;
   if (f == nullptr) throw Error("dot_row_ref: unsupported tensor type " + std::string(dtype_name(t)));
   const int64_t nb = block_count(t, n, "dot_row_ref");
@@ -120,7 +120,7 @@ float dot_row_ref(DType t, const void* row, const float* x, int64_t n) {
   constexpr int64_t kChunk = 256;
   const int64_t blocks_per_chunk = tr.block_size >= kChunk ? 1 : kChunk / tr.block_size;
   float buf[kChunk];
-  float sum = 0.0f;
+  float sum = init;
   const auto* bytes = static_cast<const uint8_t*>(row);
   for (int64_t b = 0; b < nb; b += blocks_per_chunk) {
     const int64_t nblk = nb - b < blocks_per_chunk ? nb - b : blocks_per_chunk;

@@ -38,6 +38,6 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // Dot product of one stored row (type t, n elements) with n floats, accumulated
 // in f32 in a fixed order (element by element, from 0 to n-1) so that the
 // result never depends on the caller. Supports every type dequantize_row does.
-float dot_row_ref(DType t, const void* row, const float* x, int64_t n);
+float dot_row_ref(DType t, const void* row, const float* x, int64_t n, float init = 0.0f);
 
 }  // namespace tokamak::kernels

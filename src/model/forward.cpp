@@ -182,8 +182,7 @@ void Forward::layers(const Batch& batch, kv::KvCache& kv, float* x) {
     }
     attention_.run(batch, kv, l, k_.data(), v_.data(), pool_);
     // Tensor parallel: each rank's wo columns give a partial sum of the projection.
-    matmul_.run(lw.wo, att_.data(), n, proj_.data(), pool_);
-    sum_across_ranks(proj_.data(), n * d);
+    project_across_ranks(lw.wo, att_.data(), n, proj_.data());
     for (int64_t i = 0; i < n * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
     // Feed-forward sub-block (SwiGLU); ffn_down's rows, like wo's, give a partial sum.
     for (int64_t t = 0; t < n; ++t) {
@@ -191,8 +190,7 @@ void Forward::layers(const Batch& batch, kv::KvCache& kv, float* x) {
     }
     matmul_.run({{&lw.ffn_gate, gate_.data()}, {&lw.ffn_up, up_.data()}}, xb_.data(), n, pool_);
     kernels::swiglu(gate_.data(), up_.data(), n * c.n_ff);
-    matmul_.run(lw.ffn_down, gate_.data(), n, proj_.data(), pool_);
-    sum_across_ranks(proj_.data(), n * d);
+    project_across_ranks(lw.ffn_down, gate_.data(), n, proj_.data());
     for (int64_t i = 0; i < n * d; ++i) x[i] += proj_[static_cast<size_t>(i)];
   }
 }
@@ -213,6 +211,34 @@ void Forward::head(const Batch& batch, const float* x, int64_t n_out, float* log
     const float cap = c.final_logit_softcap;
     for (int64_t i = 0; i < n_out * w.output.ne[1]; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
+}
+
+void Forward::project_across_ranks(const TensorView& w, const float* x, int64_t n, float* y) {
+  const dist::Parallel* par = model_.parallel();
+  const int64_t count = n * w.ne[1];
+  if (par == nullptr || par->tp == 1 || matmul_.options().precision != kernels::MatmulPrecision::kF32) {
+    matmul_.run(w, x, n, y, pool_);
+    sum_across_ranks(y, count);
+    return;
+  }
+  // The f32 reference: rank r holds the columns after rank r - 1's, so it
+  // continues rank r - 1's sums (one sequential sum in element order, the
+  // bits of one process), and the last rank's results go to every rank.
+  // The ranks take turns: this mode is for checking, not for speed.
+  dist::Communicator& comm = *par->tensor;
+  const int rank = comm.rank(), size = comm.size();
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
+  if (rank == 0) {
+    std::fill(y, y + count, 0.0f);
+  } else {
+    comm.recv(y, bytes, rank - 1);
+  }
+  matmul_.run_continuing(w, x, n, y, pool_);
+  if (rank + 1 < size) {
+    comm.send(y, bytes, rank + 1);
+    comm.wait_sends();
+  }
+  comm.broadcast(y, bytes, size - 1);
 }
 
 void Forward::sum_across_ranks(float* data, int64_t n) {

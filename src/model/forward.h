@@ -80,6 +80,11 @@ class Forward {
   void head(const Batch& batch, const float* x, int64_t n_out, float* logits);
   // An all-reduce over the tensor-parallel ranks when there are several.
   void sum_across_ranks(float* data, int64_t n);
+  // y = x · wᵀ for a weight whose input columns are split across the tensor
+  // ranks (wo, ffn_down), summed across them: an all-reduce in rank order, or
+  // on the f32 reference path one sequential sum that the ranks continue in
+  // turn (Matmul::run_continuing), so that --matmul f32 gives one process's bits.
+  void project_across_ranks(const TensorView& w, const float* x, int64_t n, float* y);
 
   // Distributed (forward_dist.cpp): the step to every rank, this rank's
   // stage over every micro-batch, the logits rows to rank 0.

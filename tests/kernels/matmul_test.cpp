@@ -451,6 +451,44 @@ TEST(Matmul, ATokensRowIsTheSameAloneAndInABatchOfSeven) {
   }
 }
 
+// Tensor-parallel ranks hold consecutive column ranges: on the f32 path the
+// second range's sums continue the first's, giving one whole run's bits.
+TEST(Matmul, ContinuingSumsOverColumnRangesEqualsOneRunBitwise) {
+  std::mt19937 rng(29);
+  const int64_t k = 256, cut = 128, rows = 9, n = 3;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+    const std::vector<std::byte> w = make_weights(t, rows, k, false, rng);
+    const std::vector<float> x = make_activations(n, k, false, rng);
+    const size_t rb = row_bytes(t, k), rb_left = row_bytes(t, cut);
+    std::vector<std::byte> left(rb_left * rows), right((rb - rb_left) * rows);
+    std::vector<float> x_left(static_cast<size_t>(n * cut)), x_right(static_cast<size_t>(n * (k - cut)));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(left.data() + r * rb_left, w.data() + r * rb, rb_left);
+      std::memcpy(right.data() + r * (rb - rb_left), w.data() + r * rb + rb_left, rb - rb_left);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy(x.begin() + i * k, x.begin() + i * k + cut, x_left.begin() + i * cut);
+      std::copy(x.begin() + i * k + cut, x.begin() + (i + 1) * k, x_right.begin() + i * (k - cut));
+    }
+    ThreadPool pool(2);
+    Matmul mm({best_isa(), MatmulPrecision::kF32});
+    std::vector<float> whole(static_cast<size_t>(n * rows)), pieces(whole.size());
+    mm.run(view_of(t, k, rows, w), x.data(), n, whole.data(), pool);
+    mm.run(view_of(t, cut, rows, left), x_left.data(), n, pieces.data(), pool);
+    mm.run_continuing(view_of(t, k - cut, rows, right), x_right.data(), n, pieces.data(), pool);
+    EXPECT_EQ(pieces, whole) << dtype_name(t);
+    // A plain run after it starts from zero again.
+    std::vector<float> again(whole.size(), 123.0f);
+    mm.run(view_of(t, k, rows, w), x.data(), n, again.data(), pool);
+    EXPECT_EQ(again, whole) << dtype_name(t);
+  }
+  Matmul native({best_isa(), MatmulPrecision::kQuantized});
+  ThreadPool pool(1);
+  const std::vector<std::byte> w = make_weights(DType::Q8_0, 2, 64, false, rng);
+  std::vector<float> x(64, 1.0f), y(2);
+  EXPECT_THROW(native.run_continuing(view_of(DType::Q8_0, 64, 2, w), x.data(), 1, y.data(), pool), Error);
+}
+
 TEST(Matmul, F32PrecisionIsDotRowRefForEveryElement) {
   std::mt19937 rng(23);
   const int64_t k = 256, rows = 9, n = 3;
