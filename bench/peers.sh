@@ -98,7 +98,7 @@ done
 if [ -n "$llama2c" ]; then
   make -C "$llama2c" runomp > "$scratch/llama2c.build.log"
   data=${TOKAMAK_TEST_DATA:-$repo/../shared}/models/stories260K
-  for i in $(seq "$reps"); do
+  for _ in $(seq "$reps"); do
     OMP_NUM_THREADS=$threads "$llama2c/run" "$data/stories260K.bin" -z "$data/tok512.bin" -t 0 -n 256 -i "Once upon a time" \
       2>&1 | sed -n 's/.*achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
     "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" --temp 0 -n 256 -p "Once upon a time" \
