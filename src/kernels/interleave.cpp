@@ -78,9 +78,25 @@ void deinterleave_q4_k(const std::byte* inter, std::byte* plain, size_t row_byte
   }
 }
 
+// F16 and BF16: element i of the group's 8 rows is 16 bytes at 16i (row order).
+bool is_16bit_float(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+void interleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, int64_t k) {
+  for (int64_t i = 0; i < k; ++i) {
+    for (size_t r = 0; r < kInterleaveRows; ++r) std::memcpy(dst + 16 * i + 2 * r, src + r * row_bytes + 2 * i, 2);
+  }
+}
+void deinterleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, int64_t k) {
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    for (int64_t i = 0; i < k; ++i) std::memcpy(dst + r * row_bytes + 2 * i, src + 16 * i + 2 * r, 2);
+  }
+}
+
 }  // namespace
 
-bool can_interleave(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
+bool can_interleave(DType t) {
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || is_16bit_float(t);
+}
 
 bool prefers_interleaved(DType t, Isa isa) { return can_interleave(t) && gemm_kernel_interleaved(t, isa).fn != nullptr; }
 
@@ -89,6 +105,13 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
   const int64_t groups = n_rows / kInterleaveRows;
   const size_t done = static_cast<size_t>(groups) * kInterleaveRows * rb;
   std::memcpy(dst + done, src + done, static_cast<size_t>(n_rows) * rb - done);
+  if (is_16bit_float(t)) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const size_t base = static_cast<size_t>(g) * kInterleaveRows * rb;
+      interleave_16bit(src + base, dst + base, rb, k);
+    }
+    return;
+  }
   if (t == DType::Q4_K) {
     for (int64_t g = 0; g < groups; ++g) {
       const size_t base = static_cast<size_t>(g) * kInterleaveRows * rb;
@@ -112,6 +135,10 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
 
 void deinterleave_group(DType t, const std::byte* group, std::byte* dst, int64_t k) {
   const size_t rb = row_bytes(t, k);
+  if (is_16bit_float(t)) {
+    deinterleave_16bit(group, dst, rb, k);
+    return;
+  }
   if (t == DType::Q4_K) {
     for (int64_t b = 0; b < k / 256; ++b) {
       deinterleave_q4_k(group + static_cast<size_t>(b) * 8 * kQ4KBytes, dst + static_cast<size_t>(b) * kQ4KBytes, rb);

@@ -22,6 +22,9 @@
 // sub-blocks (2j, 2j + 1) 8 lines, line c holding bytes 4c..4c+3 of each
 // row's qs[32j .. 32j + 31] (low nibbles: sub-block 2j, high: 2j + 1).
 //
+// F16 and BF16: element i of the group's 8 rows is 16 bytes at 16i, in row
+// order, so one vcvtph2ps gives the 8 rows' weights for one activation.
+//
 // Q6_K, per super-block (8 x 210 bytes): d[8] (fp16); the 16 int8 scales of
 // each row at 16 + 8s + r; ql in 32 lines, line 8g + m at 144 + 32(8g + m)
 // holding ql[32g + 4m .. +3] of each row; qh in 16 lines, line 8h + m at 1168 +

@@ -1,5 +1,6 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
-// Q4_0 and Q8_0 against Q8_0 activations, Q4_K and Q6_K against Q8_K ones.
+// Q4_0 and Q8_0 against Q8_0 activations, Q4_K and Q6_K against Q8_K ones,
+// F16 and BF16 against f32 (rounded to their type).
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -302,6 +303,17 @@ struct Blocks32 {
   }
 };
 
+// The tensor's last n_rows % 8 rows, stored plain, through the plain kernel.
+void gemm_plain_tail(const GemmArgs& a) {
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  if (groups * kInterleaveRows == a.n_rows) return;
+  GemmArgs tail = a;
+  tail.w = a.w + static_cast<size_t>(groups) * kInterleaveRows * a.w_stride;
+  tail.n_rows = a.n_rows - groups * kInterleaveRows;
+  tail.y = a.y + groups * kInterleaveRows;
+  gemm_kernel_avx2(a.type).fn(tail);
+}
+
 template <class F>
 void gemm_interleaved(const GemmArgs& a) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(F::kAct, a.k)};
@@ -313,14 +325,82 @@ void gemm_interleaved(const GemmArgs& a) {
     for (; t + F::kTokens <= a.n_tokens; t += F::kTokens) F::template tile<F::kTokens>(w, a.k, x, t, y, a.ldy);
     for (; t < a.n_tokens; ++t) F::template tile<1>(w, a.k, x, t, y, a.ldy);
   }
-  if (groups * kInterleaveRows < a.n_rows) {
-    // The tensor's last n_rows % 8 rows, stored plain.
-    GemmArgs tail = a;
-    tail.w = a.w + static_cast<size_t>(groups) * kInterleaveRows * a.w_stride;
-    tail.n_rows = a.n_rows - groups * kInterleaveRows;
-    tail.y = a.y + groups * kInterleaveRows;
-    gemm_kernel_avx2(a.type).fn(tail);
+  gemm_plain_tail(a);
+}
+
+// ---- F16 and BF16 x f32 (activations rounded to the weight's type) ----
+//
+// Element i of a group is the 8 rows' weights side by side: one conversion
+// gives a register of 8 rows, which meets activation i of each token
+// broadcast. A 2-group x 6-token tile does 12 FMAs per 2 conversions and 6
+// broadcasts (the plain layout's dot per row and token needs a conversion
+// per 8 FMAs and a horizontal sum at the end). Each output element is one
+// lane: acc = fma(w[i], x[i], acc) for i in order, for every tile shape.
+
+struct F16x8 {
+  static constexpr ActFormat kAct = ActFormat::kF32RoundF16;
+  static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(load128(p)); }
+};
+struct BF16x8 {
+  static constexpr ActFormat kAct = ActFormat::kF32RoundBF16;
+  static __m256 load(const uint8_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16)); }
+};
+
+// Groups g0 .. g0 + G - 1 against tokens t0 .. t0 + T - 1.
+template <class F, int G, int T>
+void groups_tile_f(const GemmArgs& a, int64_t g0, int64_t t0) {
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g0) * group_bytes;
+  const float* x[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.act) + static_cast<size_t>(t0 + t) * a.act_stride);
+  // One flat array: GCC keeps a 2-D array of accumulators in memory and
+  // stores every one of them each element (half the speed).
+  __m256 acc[G * T];
+#pragma GCC unroll 24
+  for (int j = 0; j < G * T; ++j) acc[j] = _mm256_setzero_ps();
+  const int64_t k = a.k;
+  for (int64_t i = 0; i < k; ++i) {
+    __m256 wv[G];
+    for (int g = 0; g < G; ++g) wv[g] = F::load(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i));
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_broadcast_ss(x[t] + i);
+      for (int g = 0; g < G; ++g) acc[g * T + t] = _mm256_fmadd_ps(wv[g], xv, acc[g * T + t]);
+    }
   }
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + (t0 + t) * a.ldy + (g0 + g) * kInterleaveRows, acc[g * T + t]);
+}
+
+// Groups g0 .. g0 + G - 1 against every token: 6-token tiles, then the rest in one.
+template <class F, int G>
+void groups_f(const GemmArgs& a, int64_t g0) {
+  constexpr int kTokens = 6;
+  int64_t t = 0;
+  for (; t + kTokens <= a.n_tokens; t += kTokens) groups_tile_f<F, G, kTokens>(a, g0, t);
+  switch (a.n_tokens - t) {
+    case 5: groups_tile_f<F, G, 5>(a, g0, t); break;
+    case 4: groups_tile_f<F, G, 4>(a, g0, t); break;
+    case 3: groups_tile_f<F, G, 3>(a, g0, t); break;
+    case 2: groups_tile_f<F, G, 2>(a, g0, t); break;
+    case 1: groups_tile_f<F, G, 1>(a, g0, t); break;
+    default: break;
+  }
+}
+
+template <class F>
+void gemm_interleaved_f(const GemmArgs& a) {
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  int64_t g = 0;
+  if (a.n_tokens == 1) {
+    // Decode: 4 groups keep 4 independent FMA chains in flight.
+    for (; g + 4 <= groups; g += 4) groups_tile_f<F, 4, 1>(a, g, 0);
+  }
+  for (; g + 2 <= groups; g += 2) groups_f<F, 2>(a, g);
+  if (g < groups) groups_f<F, 1>(a, g);
+  gemm_plain_tail(a);
 }
 
 }  // namespace
@@ -331,6 +411,8 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q8_0: return {gemm_interleaved<Blocks32<Q8_0x8>>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_interleaved<Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_interleaved<Q6_Kx8>, ActFormat::kQ8_K, true};
+    case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};
+    case DType::BF16: return {gemm_interleaved_f<BF16x8>, ActFormat::kF32RoundBF16, true};
     default: return {};
   }
 }

@@ -25,14 +25,31 @@ namespace {
 
 using tokamak::testing::make_activations;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16};
 
 bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool float_type(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// The activation format of t's kernels.
+ActFormat act_format(DType t) {
+  if (t == DType::F16) return ActFormat::kF32RoundF16;
+  if (t == DType::BF16) return ActFormat::kF32RoundBF16;
+  return super_block(t) ? ActFormat::kQ8_K : ActFormat::kQ8_0;
+}
 
 // Exact: random quants, scale 1/16 (every block); else Gaussian values quantized.
 std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
   const size_t rb = row_bytes(t, k);
   std::vector<std::byte> w(rb * static_cast<size_t>(rows));
+  if (exact && float_type(t)) {  // multiples of 1/16 up to 15/16: exact products and sums
+    std::uniform_int_distribution<int> q(-15, 15);
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = static_cast<float>(q(rng)) / 16;
+      quantize_row(t, row.data(), w.data() + static_cast<size_t>(r) * rb, k);
+    }
+    return w;
+  }
   if (exact) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::byte& b : w) b = static_cast<std::byte>(byte(rng));
@@ -77,7 +94,7 @@ std::vector<std::byte> interleaved(DType t, const std::vector<std::byte>& plain,
 }
 
 // The dot of a plain weight row and an activation row as the kernels see
-// them (dequantized weights, Q8_0-rounded activations), in double, and the
+// them (dequantized weights, activations in the kernel's format), in double, and the
 // sum of the magnitudes of its terms.
 struct ExactDot {
   double value = 0;
@@ -86,7 +103,7 @@ struct ExactDot {
 ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
   std::vector<float> wd(static_cast<size_t>(k));
   dequantize_row(t, w_row, wd.data(), k);
-  const ActFormat format = super_block(t) ? ActFormat::kQ8_K : ActFormat::kQ8_0;
+  const ActFormat format = act_format(t);
   const int64_t block = super_block(t) ? 256 : 32;
   const ActLayout l = act_layout(format, k);
   std::vector<std::byte> act(l.row_bytes + 64);
@@ -94,9 +111,11 @@ ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
   quantize_act_row(format, x, a, k);
   const auto* q = reinterpret_cast<const int8_t*>(a);
   const auto* d = reinterpret_cast<const float*>(a + l.d_offset);
+  const auto* rounded = reinterpret_cast<const float*>(a);
   ExactDot e;
   for (int64_t i = 0; i < k; ++i) {
-    const double p = static_cast<double>(wd[static_cast<size_t>(i)]) * d[i / block] * q[i];
+    const double xi = float_type(t) ? static_cast<double>(rounded[i]) : static_cast<double>(d[i / block]) * q[i];
+    const double p = static_cast<double>(wd[static_cast<size_t>(i)]) * xi;
     e.value += p;
     e.magnitude += std::fabs(p);
   }
@@ -106,6 +125,7 @@ ExactDot exact_dot(DType t, const std::byte* w_row, int64_t k, const float* x) {
 // Lengths per type: one block, an odd count, large.
 std::vector<int64_t> lengths(DType t) {
   if (super_block(t)) return {256, 768, 4096};
+  if (float_type(t)) return {1, 37, 4096};
   return {32, 96, 4096};
 }
 
@@ -114,7 +134,7 @@ double float_bound(int64_t k, double magnitude) { return static_cast<double>(k +
 TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
   std::mt19937 rng(1);
   for (DType t : kTypes) {
-    const int64_t rows = 19, k = super_block(t) ? 512 : 96;
+    const int64_t rows = 19, k = super_block(t) ? 512 : 96;  // 96: 32-element blocks, or 16-bit elements
     const std::vector<std::byte> plain = make_weights(t, rows, k, true, rng);
     const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
     ASSERT_NE(inter, plain) << dtype_name(t);
@@ -125,6 +145,14 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
       EXPECT_EQ(0, std::memcmp(back.data(), plain.data() + static_cast<size_t>(g) * 8 * rb, back.size())) << dtype_name(t) << " group " << g;
     }
     EXPECT_EQ(0, std::memcmp(inter.data() + 16 * rb, plain.data() + 16 * rb, 3 * rb)) << dtype_name(t);
+    if (float_type(t)) {  // element i of row r at 16i + 2r
+      for (size_t r = 0; r < 8; ++r) {
+        for (size_t i : {size_t{0}, size_t{1}, size_t{95}}) {
+          EXPECT_EQ(0, std::memcmp(inter.data() + 16 * i + 2 * r, plain.data() + r * rb + 2 * i, 2)) << dtype_name(t) << " row " << r;
+        }
+      }
+      continue;
+    }
     // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
     // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
     // Q6_K: d at its block's end, line 0 after the 128 bytes of scales.
