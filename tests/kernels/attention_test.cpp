@@ -213,7 +213,8 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
       EXPECT_LE(err, bound) << isa_name(isa) << " " << s.name();
     }
   }
-  if (isa_supported(Isa::kAvx2)) EXPECT_GE(avx2_integer_cases, 8) << "the AVX2 integer path must be exercised";
+  // At least the five fixed q8 / q4 corners with heads of 64 and more.
+  if (isa_supported(Isa::kAvx2)) EXPECT_GE(avx2_integer_cases, 5) << "the AVX2 integer path must be exercised";
   std::printf("attention vs reference: worst max|diff| / max|v| = %.3g (f32 paths), %.3g (AVX2 integer dots, %d cases), "
               "%.3g (VNNI integer dots) over %zu shapes\n",
               worst, worst_avx2_integer, avx2_integer_cases, worst_integer, shapes.size());
