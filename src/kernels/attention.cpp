@@ -7,12 +7,14 @@
 
 namespace tokamak::kernels {
 
-// The per-ISA tile loops (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp).
+// The per-ISA tile loops (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp) and the
+// integer ones for q8 / q4 K and V (attention_avx2_int.cpp, attention_avx512_vnni.cpp).
 void attention_chunk_scalar(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #if TOKAMAK_HAVE_X86_SIMD
 void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 void attention_chunk_avx512(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 void attention_chunk_avx512_vnni_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx2_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #endif
 
 void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state) {
@@ -36,15 +38,16 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
 }
 
 bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvType v) {
-  const auto integer = [](KvType t) { return t == KvType::Q8 || t == KvType::Q4; };
-  return TOKAMAK_HAVE_X86_SIMD && isa >= Isa::kAvx512Vnni && isa != Isa::kNeon && dims.head_dim % 64 == 0 &&
-         integer(k) && integer(v);
+  if (!TOKAMAK_HAVE_X86_SIMD || !kv_type_is_quantized(k) || !kv_type_is_quantized(v)) return false;
+  if (isa == Isa::kAvx2) return dims.head_dim % 32 == 0;
+  return isa >= Isa::kAvx512Vnni && isa != Isa::kNeon && dims.head_dim % 64 == 0;
 }
 
 void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, const QueryTile& tile, int64_t chunk,
                      float* partial) {
 #if TOKAMAK_HAVE_X86_SIMD
   if (attention_integer_dots(isa, dims, kv.main.k_type, kv.main.v_type)) {
+    if (isa == Isa::kAvx2) return attention_chunk_avx2_int(dims, kv, tile, chunk, partial);
     return attention_chunk_avx512_vnni_int(dims, kv, tile, chunk, partial);
   }
   if (isa >= Isa::kAvx512 && isa != Isa::kNeon && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);

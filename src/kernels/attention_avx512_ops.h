@@ -16,7 +16,7 @@ struct Avx512Ops {
     return _mm_cvtss_f32(x);
   }
 
-  // Cephes' expf as in the AVX2 file, 16 lanes.
+  // Cephes' expf as in attention_avx2_ops.h, 16 lanes.
   static __m512 exp(__m512 x) {
     const __m512 lo = _mm512_set1_ps(-87.33654f);
     const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);

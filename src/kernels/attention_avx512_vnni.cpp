@@ -363,9 +363,6 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
   }
 }
 
-// Whether keys [t0, t0 + n) all lie in the main pages (not in f16).
-bool int_tile(const KvView& kv, int64_t t0, int64_t n) { return t0 + n <= kv.k_recent_begin && t0 + n <= kv.v_recent_begin; }
-
 template <KvType KT, KvType VT>
 void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
   const int d = p.head_dim;
@@ -390,7 +387,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   detail::FloatTileBuffers<Avx512Ops> fb;
   IntTile t;
   detail::for_each_chunk_tile(p, kv, tile, chunk, partial, [&](int64_t t0, int64_t n_tile) {
-    if (!int_tile(kv, t0, n_tile)) {
+    if (!detail::in_main_pages(kv, t0, n_tile)) {
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
       return;
     }

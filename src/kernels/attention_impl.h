@@ -144,6 +144,12 @@ inline TileKeys tile_keys(const AttentionParams& p, int64_t pos, int64_t t0, int
           static_cast<int>(std::clamp<int64_t>(pos + 1 - t0, 0, n_tile))};
 }
 
+// Whether keys [t0, t0 + n) all lie in the main pages (none in mixed
+// precision's f16 rows): the integer paths take only such tiles.
+inline bool in_main_pages(const KvView& kv, int64_t t0, int64_t n) {
+  return t0 + n <= kv.k_recent_begin && t0 + n <= kv.v_recent_begin;
+}
+
 // One online-softmax step of every query of `tile` over the n_tile keys at
 // t0, K and V dequantized to f32 tiles first.
 template <class V>

@@ -159,7 +159,7 @@ TEST(KvRecentChunking, HeadsOf64AreBitwiseTheSameHoweverThePromptIsCut) {
   ASSERT_EQ(model.config().head_dim, 64);
   const bool integer = kernels::attention_integer_dots(kernels::best_isa(), {4, 1, 64}, KvType::Q8, KvType::Q8);
   std::printf("heads of 64 on %s: q8/q4 K and V through %s\n", std::string(kernels::isa_name(kernels::best_isa())).c_str(),
-              integer ? "integer dot products (AVX-512 VNNI)" : "f32 tiles (no AVX-512 VNNI on this CPU)");
+              integer ? "integer dot products" : "f32 tiles (no integer attention on this CPU)");
   expect_chunking_invariant(model, kSanitized ? 90 : 150, 24);
 }
 
