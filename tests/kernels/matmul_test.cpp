@@ -375,7 +375,7 @@ TEST(MatmulActivations, Q8_KIsGgmlsQ8_KRearranged) {
 TEST(MatmulActivations, FloatFormatsRoundToNearestEven) {
   const float x[3] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f};
   AlignedBuffer buf;
-  buf.reserve(64);
+  buf.reserve(act_layout(ActFormat::kF32RoundF16, 3).row_bytes);
   quantize_act_row(ActFormat::kF32RoundF16, x, buf.data(), 3);
   const auto* f = reinterpret_cast<const float*>(buf.data());
   EXPECT_EQ(f[0], 1.0f);                 // tie -> even
