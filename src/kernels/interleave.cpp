@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/matmul_kernels.h"
@@ -81,14 +82,33 @@ void deinterleave_q4_k(const std::byte* inter, std::byte* plain, size_t row_byte
 // F16 and BF16: element i of the group's 8 rows is 16 bytes at 16i (row order).
 bool is_16bit_float(DType t) { return t == DType::F16 || t == DType::BF16; }
 
+// 8 elements of the 8 rows at a time through a small tile, reading 16 bytes
+// of each row at once: copying element by element with the rows' stride
+// took ~13 s for the 2.2 GB of a 1.1B-parameter F16 model.
 void interleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, int64_t k) {
-  for (int64_t i = 0; i < k; ++i) {
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    uint16_t in[8][8], out[8][8];  // [row][element], [element][row]
+    for (size_t r = 0; r < kInterleaveRows; ++r) std::memcpy(in[r], src + r * row_bytes + 2 * i, sizeof(in[r]));
+    for (size_t e = 0; e < 8; ++e)
+      for (size_t r = 0; r < 8; ++r) out[e][r] = in[r][e];
+    std::memcpy(dst + 16 * i, out, sizeof(out));
+  }
+  for (; i < k; ++i) {
     for (size_t r = 0; r < kInterleaveRows; ++r) std::memcpy(dst + 16 * i + 2 * r, src + r * row_bytes + 2 * i, 2);
   }
 }
 void deinterleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, int64_t k) {
-  for (size_t r = 0; r < kInterleaveRows; ++r) {
-    for (int64_t i = 0; i < k; ++i) std::memcpy(dst + r * row_bytes + 2 * i, src + 16 * i + 2 * r, 2);
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    uint16_t in[8][8], out[8][8];  // [element][row], [row][element]
+    std::memcpy(in, src + 16 * i, sizeof(in));
+    for (size_t r = 0; r < 8; ++r)
+      for (size_t e = 0; e < 8; ++e) out[r][e] = in[e][r];
+    for (size_t r = 0; r < kInterleaveRows; ++r) std::memcpy(dst + r * row_bytes + 2 * i, out[r], sizeof(out[r]));
+  }
+  for (; i < k; ++i) {
+    for (size_t r = 0; r < kInterleaveRows; ++r) std::memcpy(dst + r * row_bytes + 2 * i, src + 16 * i + 2 * r, 2);
   }
 }
 
@@ -130,6 +150,16 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
       std::byte* inter = dst + base + static_cast<size_t>(b) * kInterleaveRows * block_bytes;
       for_each_piece(t, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
     }
+  }
+}
+
+void interleave_rows_in_place(DType t, std::byte* rows, int64_t n_rows, int64_t k) {
+  const size_t group_bytes = kInterleaveRows * row_bytes(t, k);
+  std::vector<std::byte> plain(group_bytes);
+  for (int64_t g = 0; g < n_rows / kInterleaveRows; ++g) {
+    std::byte* group = rows + static_cast<size_t>(g) * group_bytes;
+    std::memcpy(plain.data(), group, group_bytes);
+    interleave_rows(t, plain.data(), group, kInterleaveRows, k);
   }
 }
 

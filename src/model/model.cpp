@@ -162,19 +162,16 @@ void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) 
   std::shared_ptr<HugePageBuffer> owned;
   if (owned_bytes > 0) owned = std::make_shared<HugePageBuffer>(owned_bytes, "interleaved weights");
   size_t used = 0;
-  std::vector<std::byte> plain;
   for (TensorView* t : targets) {
     std::byte* dst = nullptr;
-    const std::byte* src = t->data;
     if (in_writable(*t)) {
       dst = writable.data() + (t->data - writable.data());
-      plain.assign(t->data, t->data + t->n_bytes());
-      src = plain.data();
+      kernels::interleave_rows_in_place(t->type, dst, t->n_rows(), t->ne[0]);
     } else {
       dst = owned->data() + used;
       used += t->n_bytes();
+      kernels::interleave_rows(t->type, t->data, dst, t->n_rows(), t->ne[0]);
     }
-    kernels::interleave_rows(t->type, src, dst, t->n_rows(), t->ne[0]);
     t->data = dst;
     t->layout = RowLayout::kInterleaved8;
   }

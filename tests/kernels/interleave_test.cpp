@@ -145,6 +145,9 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
       EXPECT_EQ(0, std::memcmp(back.data(), plain.data() + static_cast<size_t>(g) * 8 * rb, back.size())) << dtype_name(t) << " group " << g;
     }
     EXPECT_EQ(0, std::memcmp(inter.data() + 16 * rb, plain.data() + 16 * rb, 3 * rb)) << dtype_name(t);
+    std::vector<std::byte> in_place = plain;
+    interleave_rows_in_place(t, in_place.data(), rows, k);
+    EXPECT_EQ(in_place, inter) << dtype_name(t) << " in place";
     if (float_type(t)) {  // element i of row r at 16i + 2r
       for (size_t r = 0; r < 8; ++r) {
         for (size_t i : {size_t{0}, size_t{1}, size_t{95}}) {
