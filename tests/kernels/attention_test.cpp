@@ -250,6 +250,18 @@ TEST(Attention, SlidingWindowAndSoftCapMatchTheReference) {
   std::printf("windowed / soft-capped attention vs reference: worst max|diff| / max|v| = %.3g (f32 paths)\n", worst);
 }
 
+// Each token's outputs computed alone equal, bit for bit, its rows of
+// `together` (all of `positions` in one tile).
+void expect_each_alone_matches(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions,
+                               const std::vector<float>& together) {
+  const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
+        << isa_name(isa) << " " << s.name() << " position " << positions[i];
+  }
+}
+
 // A query's result is the same bits alone, beside other queries in a tile,
 // and when its chunks are computed apart and folded (flash-decoding).
 TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
@@ -264,11 +276,7 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
     const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
     for (Isa isa : supported_isas()) {
       const std::vector<float> together = run_kernel(isa, s, f, positions);
-      for (size_t i = 0; i < positions.size(); ++i) {
-        const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
-        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
-            << isa_name(isa) << " position " << positions[i];
-      }
+      expect_each_alone_matches(isa, s, f, positions, together);
       // Chunk by chunk into separate partials, folded afterwards.
       std::vector<float> split(together.size());
       std::vector<const float*> q_rows;
@@ -310,14 +318,8 @@ TEST(Attention, ResultsDoNotDependOnHeadBlocksOrPasses) {
     const Fixture f(s);
     std::vector<int32_t> positions;
     for (int32_t p = 1099; p > 1099 - 13 * 83; p -= 83) positions.push_back(p);
-    const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
     for (Isa isa : supported_isas()) {
-      const std::vector<float> together = run_kernel(isa, s, f, positions);
-      for (size_t i = 0; i < positions.size(); ++i) {
-        const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
-        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
-            << isa_name(isa) << " " << s.name() << " position " << positions[i];
-      }
+      expect_each_alone_matches(isa, s, f, positions, run_kernel(isa, s, f, positions));
     }
   }
 }
