@@ -12,6 +12,17 @@
 // tile (shared by the query heads of the group) costs less, and a query of
 // 15 bits takes one pass where VPDPBUSD's 8 bits take two.
 //
+// Lanes are query heads: the 8 lanes of a vector are up to 8 query heads of
+// one token that share the KV head (a "head block"). A key's int16 pair is
+// broadcast against the heads' query pairs, so K is widened but never
+// transposed, every score of a key lands in one vector, and the online
+// softmax (max, exp, sum, the weights' rounding) runs down the keys with no
+// horizontal reduction. The weights of a key pair meet the broadcast V pair
+// of each value likewise, and the running state stays [value][head] for the
+// whole chunk, written out as [head][m, l, acc] at its end. A lane's
+// arithmetic never depends on the other lanes, so a query's result is the
+// same whichever heads, tokens or chunks share its vectors.
+//
 // The arithmetic, per tile of kKeyTile keys and per query head:
 //   scores: the query is rounded to int16 q (absmax -> 32767, scale sq); K
 //     rows are int8 k (q8, or q4 nibble - 8) with a scale sk per row (q8) or
@@ -29,13 +40,15 @@
 // d / 2 <= 128 pairs (< 2^30), a value lane kKeyTile / 2 = 16 pairs (< 2^27),
 // both below 2^31.
 // Tiles that touch the f16 rows of mixed precision go through the float path
-// of attention_impl.h, as on VNNI; the choice depends on positions only.
+// of attention_impl.h, as on VNNI; the choice depends on positions only, and
+// those tiles follow all the integer ones of a chunk (the f16 rows are the
+// newest positions).
 //
-// Tile layouts (head_dim d a multiple of 32), int16 pairs in dwords:
-//   K: [value pair c][key j] = (k_j[2c], k_j[2c + 1]): lane j of a vector is
-//      key j, and a broadcast query pair meets 8 keys per instruction.
-//   V: [key pair p][value i] = (v_2p[i], v_2p+1[i]): lane i is value i, and a
-//      broadcast weight pair meets 8 values per instruction.
+// Tile layouts (head_dim d a multiple of 32):
+//   K: [key j][value c] int16: the widened rows; (k_j[2c], k_j[2c + 1]) is
+//      one dword, broadcast against 8 heads' (q[2c], q[2c + 1]).
+//   V: [key pair p][value i] = (v_2p[i], v_2p+1[i]) int16 pairs in dwords,
+//      broadcast against 8 heads' (w_2p, w_2p+1).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -61,13 +74,31 @@ namespace {
 constexpr int kSegment = 16;                        // values of one 128-bit load of int8
 constexpr int kMaxScaleGroups = kMaxHeadDim / 32;   // of a q4 row (q8 rows have 1)
 constexpr int kKeyPairs = static_cast<int>(kKeyTile) / 2;
-static_assert(kKeyTile == 32, "the score and weight vectors below are 4 x 8 keys");
+constexpr int kLanes = 8;                           // query heads of a head block
+constexpr int kKeyBlock = 8;                        // keys whose scores are summed together
+static_assert(kKeyTile % kKeyBlock == 0);
 
+// int32 lanes as a GCC vector: `acc += x` on it keeps loop-carried sums in
+// their registers, where _mm256_add_epi32(acc, x) makes GCC 12 copy every
+// sum back after each add (8 moves and a spill per 8 multiply-adds).
+typedef int32_t Sums __attribute__((vector_size(32)));
+
+// Rows are d values long, not kMaxHeadDim: a tile of heads of 64 then fills
+// 8 KB of L1 in two runs instead of 64 scattered lines that share 8 sets
+// (strides of 512 B and 1 KB), which evicted the next tile's prefetched rows.
 struct IntTile {
-  alignas(32) int32_t k[kMaxHeadDim / 2][kKeyTile];  // [value pair][key]: 2 x int16
-  alignas(32) int32_t v[kKeyPairs][kMaxHeadDim];     // [key pair][value]: 2 x int16
+  alignas(32) int16_t k[kKeyTile * kMaxHeadDim];   // [key j][value c] at j * d + c
+  alignas(32) int32_t v[kKeyPairs * kMaxHeadDim];  // [key pair p][value i] at p * d + i: 2 x int16
   alignas(32) float k_scale[kMaxScaleGroups][kKeyTile];
   alignas(32) float v_scale[kMaxScaleGroups][kKeyTile];
+  int d = 0;
+  // (k_j[2c], k_j[2c + 1]) as one dword.
+  int32_t k_pair(int j, int c) const {
+    int32_t x;
+    std::memcpy(&x, k + j * d + 2 * c, sizeof(x));
+    return x;
+  }
+  int32_t v_pair(int p, int i) const { return v[p * d + i]; }
 };
 
 constexpr int scale_groups(KvType t, int d) { return t == KvType::Q4 ? d / 32 : 1; }
@@ -116,12 +147,11 @@ void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Int
   for (int g = 0; g < scale_groups(VT, d); ++g) {
     for (int j = 0; j < kKeyTile; ++j) t.v_scale[g][j] = row_scale<VT>(v_rows[j], d, g);
   }
-  // K: 8 keys x 8 value pairs widened in registers, transposed into place.
-  for (int kb = 0; kb < kKeyTile; kb += 8) {
+  t.d = d;
+  for (int j = 0; j < kKeyTile; ++j) {
     for (int s = 0; s < segments; ++s) {
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = _mm256_castsi256_ps(_mm256_cvtepi8_epi16(row_segment<KT>(k_rows[kb + i], s)));
-      Avx2Ops::transpose8(r, reinterpret_cast<float*>(&t.k[s * kSegment / 2][kb]), kKeyTile);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t.k + j * d + s * kSegment),
+                         _mm256_cvtepi8_epi16(row_segment<KT>(k_rows[j], s)));
     }
   }
   // V: the bytes of two keys interleaved, then widened: (v_2p[i], v_2p+1[i]).
@@ -129,7 +159,7 @@ void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Int
     for (int s = 0; s < segments; ++s) {
       const __m128i a = row_segment<VT>(v_rows[2 * p], s);
       const __m128i b = row_segment<VT>(v_rows[2 * p + 1], s);
-      __m256i* dst = reinterpret_cast<__m256i*>(&t.v[p][s * kSegment]);
+      __m256i* dst = reinterpret_cast<__m256i*>(t.v + p * d + s * kSegment);
       _mm256_store_si256(dst, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)));
       _mm256_store_si256(dst + 1, _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)));
     }
@@ -166,141 +196,144 @@ void quantize_query(const float* x, int d, QuantizedQuery& out) {
   for (int c = 0; c < d; c += 16) _mm256_store_si256(reinterpret_cast<__m256i*>(out.q + c), round16(x + c, inv));
 }
 
-// sc[h][j] = sum over K's scale groups of the integer dot product of query
-// h with key j times the key's scale, for H heads side by side (2 x 4
-// accumulators and the 4 key vectors of a value pair stay in registers).
-template <KvType KT, int H>
-void scores(const QuantizedQuery* const* q, const IntTile& t, int d, float (*sc)[kKeyTile]) {
+// A head block: n <= kLanes query heads of one token, head h in lane h, as
+// views into a pass buffer of floats (block_floats(d) each, 32-byte aligned).
+struct HeadBlock {
+  int32_t* q;      // [d / 2][kLanes]: (q[2c], q[2c + 1]) of each head
+  float* q_scale;  // [kLanes]: the query's scale / sqrt(d); 0 in unused lanes
+  float* m;        // [kLanes]: running max of scores
+  float* l;        // [kLanes]: running sum of exp(score - m)
+  float* acc;      // [d][kLanes]: running sum of exp(score - m) * v
+};
+constexpr int block_floats(int d) { return (d / 2 + 3 + d) * kLanes; }
+HeadBlock head_block(float* at, int d) {
+  HeadBlock b;
+  b.q = reinterpret_cast<int32_t*>(at);
+  b.q_scale = at + d / 2 * kLanes;
+  b.m = b.q_scale + kLanes;
+  b.l = b.m + kLanes;
+  b.acc = b.l + kLanes;
+  return b;
+}
+
+// Sets b to the empty state of the n heads whose rows are rows[0..n).
+void init_block(const float* const* rows, int n, int d, float scale, const HeadBlock& b) {
+  std::fill(b.q, b.q + d / 2 * kLanes, 0);
+  std::fill(b.q_scale, b.q_scale + kLanes, 0.0f);
+  QuantizedQuery qq;
+  for (int h = 0; h < n; ++h) {
+    quantize_query(rows[h], d, qq);
+    for (int c = 0; c < d / 2; ++c) b.q[c * kLanes + h] = qq.pair(c);
+    b.q_scale[h] = qq.scale * scale;
+  }
+  std::fill(b.m, b.m + kLanes, -std::numeric_limits<float>::infinity());
+  std::fill(b.l, b.l + kLanes, 0.0f);
+  std::fill(b.acc, b.acc + d * kLanes, 0.0f);
+}
+
+// states[h] = [m, l, acc[d]] of lane h, h < n.
+void store_block(const HeadBlock& b, int n, int d, float* const* states) {
+  for (int h = 0; h < n; ++h) {
+    states[h][0] = b.m[h];
+    states[h][1] = b.l[h];
+    for (int i = 0; i < d; ++i) states[h][2 + i] = b.acc[i * kLanes + h];
+  }
+}
+
+// s[j] = the block's scores of keys [kb, ke) (whole key blocks): per head,
+// the sum over K's scale groups of the integer dot product times the key's
+// scale, times the query's scale.
+template <KvType KT>
+void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (*s)[kLanes]) {
   const int groups = scale_groups(KT, d);
   const int pairs = d / 2 / groups;
-  for (int g = 0; g < groups; ++g) {
-    __m256i acc[H][4];
-    for (auto& a : acc) {
-      for (__m256i& x : a) x = _mm256_setzero_si256();
-    }
-    for (int c = g * pairs; c < (g + 1) * pairs; ++c) {
-      __m256i k[4];
-      for (int v = 0; v < 4; ++v) k[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.k[c][8 * v]));
-      for (int h = 0; h < H; ++h) {
-        const __m256i qv = _mm256_set1_epi32(q[h]->pair(c));
-        for (int v = 0; v < 4; ++v) acc[h][v] = _mm256_add_epi32(acc[h][v], _mm256_madd_epi16(qv, k[v]));
+  for (int j0 = kb; j0 < ke; j0 += kKeyBlock) {
+    for (int g = 0; g < groups; ++g) {
+      Sums acc[kKeyBlock] = {};
+      for (int c = g * pairs; c < (g + 1) * pairs; ++c) {
+        const __m256i qv = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.q + c * kLanes));
+        for (int u = 0; u < kKeyBlock; ++u) acc[u] += Sums(_mm256_madd_epi16(_mm256_set1_epi32(t.k_pair(j0 + u, c)), qv));
       }
-    }
-    for (int h = 0; h < H; ++h) {
-      for (int v = 0; v < 4; ++v) {
-        const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[h][v]), _mm256_load_ps(t.k_scale[g] + 8 * v));
-        _mm256_store_ps(sc[h] + 8 * v, g == 0 ? s : _mm256_add_ps(_mm256_load_ps(sc[h] + 8 * v), s));
+      for (int u = 0; u < kKeyBlock; ++u) {
+        const __m256 x = _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(acc[u])), _mm256_set1_ps(t.k_scale[g][j0 + u]));
+        _mm256_store_ps(s[j0 + u], g == 0 ? x : _mm256_add_ps(_mm256_load_ps(s[j0 + u]), x));
       }
     }
   }
+  const __m256 qs = _mm256_load_ps(b.q_scale);
+  for (int j = kb; j < ke; ++j) _mm256_store_ps(s[j], _mm256_mul_ps(_mm256_load_ps(s[j]), qs));
 }
 
-// The rounded softmax weights of one query head over the tile and what
-// folds them into its state: wq[g] = round(w * 32767 / max|w|) per V scale
-// group g, w_scale[g] = max|w| / 32767, corr = exp(m_old - m_new).
-struct Weights {
-  alignas(32) int16_t wq[kMaxScaleGroups][kKeyTile];
-  float w_scale[kMaxScaleGroups];
-  float corr;
-  // (wq[g][2p], wq[g][2p + 1]) as one dword.
-  int32_t pair(int g, int p) const {
-    int32_t x;
-    std::memcpy(&x, wq[g] + 2 * p, sizeof(x));
-    return x;
-  }
-};
-
-// acc[32 b .. 32 b + 32) of H heads = acc * corr + w_scale * sum_j wq_j v_j
-// over the key pairs [pb, pe), for values [32 b, 32 b + 32) (one q4 group).
-template <int H>
-void values(const Weights* const* w, const IntTile& t, int b, int g, int pb, int pe, float* const* states) {
-  __m256i acc[H][4];
-  for (auto& a : acc) {
-    for (__m256i& x : a) x = _mm256_setzero_si256();
-  }
-  for (int p = pb; p < pe; ++p) {
-    __m256i v[4];
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(&t.v[p][32 * b + 8 * i]));
-    for (int h = 0; h < H; ++h) {
-      const __m256i wv = _mm256_set1_epi32(w[h]->pair(g, p));
-      for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_add_epi32(acc[h][i], _mm256_madd_epi16(wv, v[i]));
-    }
-  }
-  for (int h = 0; h < H; ++h) {
-    const __m256 corr = _mm256_set1_ps(w[h]->corr);
-    const __m256 ws = _mm256_set1_ps(w[h]->w_scale[g]);
-    float* out = states[h] + 2 + 32 * b;
-    for (int i = 0; i < 4; ++i) {
-      _mm256_storeu_ps(out + 8 * i, _mm256_fmadd_ps(_mm256_loadu_ps(out + 8 * i), corr,
-                                                     _mm256_mul_ps(_mm256_cvtepi32_ps(acc[h][i]), ws)));
-    }
-  }
-}
-
-constexpr int kHeadBlock = 8;  // query heads of one token updated together
-
-// One online-softmax step of n (<= kHeadBlock) query heads of one token over
-// keys [jb, je) of the tile. states[h]: [m, l, acc[d]] of head h.
+// One online-softmax step of a head block over keys [jb, je) of the tile.
 template <KvType KT, KvType VT>
-void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int n, const IntTile& t, int jb, int je,
-                  float scale, float* const* states) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t, int jb, int je) {
   const int d = p.head_dim;
-  alignas(32) float sc[kHeadBlock][kKeyTile];
-  for (int h = 0; h < n; h += 2) {
-    if (n - h >= 2) {
-      scores<KT, 2>(q + h, t, d, sc + h);
-    } else {
-      scores<KT, 1>(q + h, t, d, sc + h);
+  alignas(32) float s[kKeyTile][kLanes];
+  scores<KT>(b, t, d, jb / kKeyBlock * kKeyBlock, (je + kKeyBlock - 1) / kKeyBlock * kKeyBlock, s);
+  if (p.softcap > 0.0f) {
+    for (int j = jb; j < je; ++j) {
+      for (float& x : s[j]) x = p.softcap * std::tanh(x / p.softcap);
     }
   }
-  Weights w[kHeadBlock];
-  const Weights* wp[kHeadBlock];
-  const int v_groups = scale_groups(VT, d);
-  for (int h = 0; h < n; ++h) {
-    Avx2Ops::scale(sc[h], kKeyTile, q[h]->scale * scale);
-    if (p.softcap > 0.0f) {
-      for (int j = jb; j < je; ++j) sc[h][j] = p.softcap * std::tanh(sc[h][j] / p.softcap);
-    }
-    for (int j = 0; j < jb; ++j) sc[h][j] = kNegInf;
-    for (int j = je; j < kKeyTile; ++j) sc[h][j] = kNegInf;
-    const float m_old = states[h][0];
-    const float m_new = std::max(m_old, Avx2Ops::max(sc[h], kKeyTile));
-    w[h].corr = m_old == kNegInf ? 0.0f : Avx2Ops::exp1(m_old - m_new);
-    Avx2Ops::exp_shift(sc[h], kKeyTile, m_new);
-    states[h][0] = m_new;
-    states[h][1] = states[h][1] * w[h].corr + Avx2Ops::sum(sc[h], kKeyTile);
-    for (int g = 0; g < v_groups; ++g) {
-      __m256 wf[4];
-      __m256 amax = _mm256_setzero_ps();
-      for (int i = 0; i < 4; ++i) {
-        wf[i] = _mm256_mul_ps(_mm256_load_ps(sc[h] + 8 * i), _mm256_load_ps(t.v_scale[g] + 8 * i));
-        amax = _mm256_max_ps(amax, abs_ps(wf[i]));
-      }
-      const float m = Avx2Ops::reduce_max(amax);
-      const __m256 inv = _mm256_set1_ps(m > 0.0f ? 32767.0f / m : 0.0f);
-      w[h].w_scale[g] = m / 32767.0f;
-      alignas(32) float wv[kKeyTile];
-      for (int i = 0; i < 4; ++i) _mm256_store_ps(wv + 8 * i, wf[i]);
-      for (int i = 0; i < 2; ++i) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[h].wq[g] + 16 * i), round16(wv + 16 * i, inv));
-      }
-    }
-    wp[h] = &w[h];
+  const __m256 m_old = _mm256_load_ps(b.m);
+  __m256 m_new = m_old;
+  for (int j = jb; j < je; ++j) m_new = _mm256_max_ps(m_new, _mm256_load_ps(s[j]));
+  // exp(-inf) is 0: a head's first keys start its sums afresh.
+  const __m256 corr = Avx2Ops::exp(_mm256_sub_ps(m_old, m_new));
+  __m256 l = _mm256_setzero_ps();
+  for (int j = jb; j < je; ++j) {
+    const __m256 e = Avx2Ops::exp(_mm256_sub_ps(_mm256_load_ps(s[j]), m_new));
+    _mm256_store_ps(s[j], e);
+    l = _mm256_add_ps(l, e);
   }
-  // Key pairs holding [jb, je): the other keys' weights are 0.
+  _mm256_store_ps(b.m, m_new);
+  _mm256_store_ps(b.l, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(b.l), corr), l));
+
+  // The weights of key pairs [pb, pe), rounded per V scale group; keys
+  // outside [jb, je) weigh 0.
   const int pb = jb / 2, pe = (je + 1) / 2;
-  for (int b = 0; b < d / 32; ++b) {
-    const int g = v_groups == 1 ? 0 : b;
-    for (int h = 0; h < n; h += 2) {
-      if (n - h >= 2) {
-        values<2>(wp + h, t, b, g, pb, pe, states + h);
-      } else {
-        values<1>(wp + h, t, b, g, pb, pe, states + h);
-      }
+  const int v_groups = scale_groups(VT, d);
+  alignas(32) int32_t w[kMaxScaleGroups][kKeyPairs][kLanes];
+  alignas(32) float w_scale[kMaxScaleGroups][kLanes];
+  const __m256i low16 = _mm256_set1_epi32(0xffff);
+  for (int g = 0; g < v_groups; ++g) {
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = jb; j < je; ++j) {
+      amax = _mm256_max_ps(amax, abs_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[g][j]))));
+    }
+    const __m256 positive = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ);
+    const __m256 inv = _mm256_and_ps(positive, _mm256_div_ps(_mm256_set1_ps(32767.0f), amax));
+    _mm256_store_ps(w_scale[g], _mm256_div_ps(amax, _mm256_set1_ps(32767.0f)));
+    auto rounded = [&](int j) {
+      if (j < jb || j >= je) return _mm256_setzero_si256();
+      return _mm256_cvtps_epi32(
+          _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[g][j])), inv));
+    };
+    for (int q = pb; q < pe; ++q) {
+      const __m256i pair = _mm256_or_si256(_mm256_and_si256(rounded(2 * q), low16), _mm256_slli_epi32(rounded(2 * q + 1), 16));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(w[g][q]), pair);
+    }
+  }
+
+  // acc[i] = acc[i] * corr + w_scale * sum over key pairs of w . (v_2p[i], v_2p+1[i]).
+  for (int i0 = 0; i0 < d; i0 += 8) {
+    const int g = v_groups == 1 ? 0 : i0 / 32;
+    Sums acc[8] = {};
+    for (int q = pb; q < pe; ++q) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[g][q]));
+      for (int u = 0; u < 8; ++u) acc[u] += Sums(_mm256_madd_epi16(_mm256_set1_epi32(t.v_pair(q, i0 + u)), wv));
+    }
+    const __m256 ws = _mm256_load_ps(w_scale[g]);
+    for (int u = 0; u < 8; ++u) {
+      float* out = b.acc + (i0 + u) * kLanes;
+      _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_load_ps(out), corr, _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(acc[u])), ws)));
     }
   }
 }
+
+// The head blocks' pass buffer: a prefill query tile of 16 tokens x 8 heads
+// of 64 takes one pass, of 128 two; each pass reloads the K/V tiles.
+constexpr int kPassFloats = 16384;
 
 template <KvType KT, KvType VT>
 void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
@@ -308,49 +341,63 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int64_t n_queries = static_cast<int64_t>(tile.n_tokens) * group;
-  auto query_row = [&](int64_t query) {  // query = token * group + head in group
-    return tile.q[query / group] + (static_cast<int64_t>(tile.kv_head) * group + query % group) * d;
-  };
-  // Queries are rounded once per chunk when they fit in `cached` (a prefill
-  // query tile of 16 tokens x 8 heads: 66 KB of stack), else once per tile;
-  // the values are the same either way.
-  constexpr int kCached = 128;
-  QuantizedQuery cached[kCached];
-  const bool all_cached = n_queries <= kCached;
-  if (all_cached) {
-    for (int64_t query = 0; query < n_queries; ++query) quantize_query(query_row(query), d, cached[query]);
+  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * group, partial);
+  const detail::ChunkKeys keys = detail::chunk_keys(p, tile, chunk);
+  // The integer tiles: those wholly in the main pages, a prefix of the chunk's.
+  int64_t int_end = keys.begin;
+  while (int_end < keys.end && detail::in_main_pages(kv, int_end, std::min(kKeyTile, keys.end - int_end))) {
+    int_end += kKeyTile;
   }
-  QuantizedQuery local[kHeadBlock];
-  detail::FloatTileBuffers<Avx2Ops> fb;
-  IntTile t;
-  detail::for_each_chunk_tile(p, kv, tile, chunk, partial, [&](int64_t t0, int64_t n_tile) {
-    if (!detail::in_main_pages(kv, t0, n_tile)) {
-      detail::float_tile_step<Avx2Ops>(p, kv, tile, t0, n_tile, fb, partial);
-      return;
+  int_end = std::min(int_end, keys.end);
+  // Block b: token b / head_blocks, heads [(b % head_blocks) * kLanes, ..) of the group.
+  const int head_blocks = (group + kLanes - 1) / kLanes;
+  const int n_blocks = tile.n_tokens * head_blocks;
+  const int per_pass = kPassFloats / block_floats(d);
+  auto block_heads = [&](int blk, const float** rows, float** states) {
+    const int i = blk / head_blocks, g0 = blk % head_blocks * kLanes;
+    const int n = std::min(kLanes, group - g0);
+    for (int h = 0; h < n; ++h) {
+      const int64_t query = static_cast<int64_t>(i) * group + g0 + h;  // token * group + head in group
+      rows[h] = tile.q[i] + (static_cast<int64_t>(tile.kv_head) * group + g0 + h) * d;
+      states[h] = partial + query * sf;
     }
-    load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
-    for (int i = 0; i < tile.n_tokens; ++i) {
-      const detail::TileKeys k = detail::tile_keys(p, tile.positions[i], t0, n_tile);
-      if (k.jb >= k.je) continue;
-      for (int g0 = 0; g0 < group; g0 += kHeadBlock) {
-        const int n = std::min(kHeadBlock, group - g0);
-        const QuantizedQuery* qs[kHeadBlock];
-        float* states[kHeadBlock];
-        for (int h = 0; h < n; ++h) {
-          const int64_t query = static_cast<int64_t>(i) * group + g0 + h;
-          if (all_cached) {
-            qs[h] = &cached[query];
-          } else {
-            quantize_query(query_row(query), d, local[h]);
-            qs[h] = &local[h];
-          }
-          states[h] = partial + query * sf;
-        }
-        update_heads<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
+    return n;
+  };
+  alignas(32) float pass[kPassFloats];
+  IntTile t;
+  for (int b0 = 0; b0 < n_blocks && keys.begin < int_end; b0 += per_pass) {
+    const int b1 = std::min(n_blocks, b0 + per_pass);
+    for (int blk = b0; blk < b1; ++blk) {
+      const float* rows[kLanes];
+      float* states[kLanes];
+      const int n = block_heads(blk, rows, states);
+      init_block(rows, n, d, scale, head_block(pass + (blk - b0) * block_floats(d), d));
+    }
+    detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
+    for (int64_t t0 = keys.begin; t0 < int_end; t0 += kKeyTile) {
+      detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
+      const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
+      load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
+      for (int blk = b0; blk < b1; ++blk) {
+        const detail::TileKeys k = detail::tile_keys(p, tile.positions[blk / head_blocks], t0, n_tile);
+        if (k.jb < k.je) update_block<KT, VT>(p, head_block(pass + (blk - b0) * block_floats(d), d), t, k.jb, k.je);
       }
     }
-  });
+    for (int blk = b0; blk < b1; ++blk) {
+      const float* rows[kLanes];
+      float* states[kLanes];
+      const int n = block_heads(blk, rows, states);
+      store_block(head_block(pass + (blk - b0) * block_floats(d), d), n, d, states);
+    }
+  }
+  if (int_end < keys.end) {
+    detail::FloatTileBuffers<Avx2Ops> fb;
+    if (int_end == keys.begin) detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
+    for (int64_t t0 = int_end; t0 < keys.end; t0 += kKeyTile) {
+      detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
+      detail::float_tile_step<Avx2Ops>(p, kv, tile, t0, std::min(kKeyTile, keys.end - t0), fb, partial);
+    }
+  }
 }
 
 }  // namespace

@@ -198,6 +198,7 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
   shapes.push_back({16, 2, 128, 1500, 8, KvType::Q8, KvType::Q8, 50, 13});  // integer q8 beside the f16 ring
   shapes.push_back({8, 2, 256, 700, 16, KvType::Q4, KvType::Q8, 0, 14});    // the widest heads (Gemma), integer
   shapes.push_back({4, 4, 256, 300, 32, KvType::Q8, KvType::Q4, 0, 15});
+  shapes.push_back({32, 2, 64, 900, 16, KvType::Q4, KvType::Q4, 30, 16});  // 16 heads a KV head: two AVX2 head blocks
   float worst = 0.0f, worst_integer = 0.0f, worst_avx2_integer = 0.0f;
   int avx2_integer_cases = 0;
   for (const Shape& s : shapes) {
@@ -213,8 +214,8 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
       EXPECT_LE(err, bound) << isa_name(isa) << " " << s.name();
     }
   }
-  // At least the five fixed q8 / q4 corners with heads of 64 and more.
-  if (isa_supported(Isa::kAvx2)) EXPECT_GE(avx2_integer_cases, 5) << "the AVX2 integer path must be exercised";
+  // At least the six fixed q8 / q4 corners with heads of 64 and more.
+  if (isa_supported(Isa::kAvx2)) EXPECT_GE(avx2_integer_cases, 6) << "the AVX2 integer path must be exercised";
   std::printf("attention vs reference: worst max|diff| / max|v| = %.3g (f32 paths), %.3g (AVX2 integer dots, %d cases), "
               "%.3g (VNNI integer dots) over %zu shapes\n",
               worst, worst_avx2_integer, avx2_integer_cases, worst_integer, shapes.size());
@@ -249,6 +250,18 @@ TEST(Attention, SlidingWindowAndSoftCapMatchTheReference) {
   std::printf("windowed / soft-capped attention vs reference: worst max|diff| / max|v| = %.3g (f32 paths)\n", worst);
 }
 
+// Each token's outputs computed alone equal, bit for bit, its rows of
+// `together` (all of `positions` in one tile).
+void expect_each_alone_matches(Isa isa, const Shape& s, const Fixture& f, const std::vector<int32_t>& positions,
+                               const std::vector<float>& together) {
+  const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
+        << isa_name(isa) << " " << s.name() << " position " << positions[i];
+  }
+}
+
 // A query's result is the same bits alone, beside other queries in a tile,
 // and when its chunks are computed apart and folded (flash-decoding).
 TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
@@ -263,11 +276,7 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
     const int64_t row = static_cast<int64_t>(s.n_heads) * s.head_dim;
     for (Isa isa : supported_isas()) {
       const std::vector<float> together = run_kernel(isa, s, f, positions);
-      for (size_t i = 0; i < positions.size(); ++i) {
-        const std::vector<float> alone = run_kernel(isa, s, f, {positions[i]});
-        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + static_cast<int64_t>(i) * row))
-            << isa_name(isa) << " position " << positions[i];
-      }
+      expect_each_alone_matches(isa, s, f, positions, together);
       // Chunk by chunk into separate partials, folded afterwards.
       std::vector<float> split(together.size());
       std::vector<const float*> q_rows;
@@ -293,6 +302,24 @@ TEST(Attention, ResultsDoNotDependOnTilingOrSplitting) {
       }
       EXPECT_EQ(split, together) << isa_name(isa);
     }
+    }
+  }
+}
+
+// The AVX2 integer path puts up to 8 query heads of a token side by side in
+// the lanes of a vector (a head block) and computes as many blocks per pass
+// over the tiles as its buffer holds (10 at head_dim 128). A query's result
+// must not depend on which heads, tokens or passes share its vectors: 16
+// heads a KV head make two blocks, 13 tokens make 26 blocks in three passes,
+// against each token alone (two blocks, one pass).
+TEST(Attention, ResultsDoNotDependOnHeadBlocksOrPasses) {
+  for (const auto& [k, v] : {std::pair{KvType::Q8, KvType::Q8}, std::pair{KvType::Q4, KvType::Q8}}) {
+    const Shape s{32, 2, 128, 1100, 16, k, v, 40, 21};
+    const Fixture f(s);
+    std::vector<int32_t> positions;
+    for (int32_t p = 1099; p > 1099 - 13 * 83; p -= 83) positions.push_back(p);
+    for (Isa isa : supported_isas()) {
+      expect_each_alone_matches(isa, s, f, positions, run_kernel(isa, s, f, positions));
     }
   }
 }
