@@ -215,7 +215,9 @@ TEST(Attention, MatchesTheReferenceOnRandomShapes) {
     }
   }
   // At least the six fixed q8 / q4 corners with heads of 64 and more.
-  if (isa_supported(Isa::kAvx2)) EXPECT_GE(avx2_integer_cases, 6) << "the AVX2 integer path must be exercised";
+  if (isa_supported(Isa::kAvx2)) {
+    EXPECT_GE(avx2_integer_cases, 6) << "the AVX2 integer path must be exercised";
+  }
   std::printf("attention vs reference: worst max|diff| / max|v| = %.3g (f32 paths), %.3g (AVX2 integer dots, %d cases), "
               "%.3g (VNNI integer dots) over %zu shapes\n",
               worst, worst_avx2_integer, avx2_integer_cases, worst_integer, shapes.size());
