@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/interleave.h"
 
@@ -293,6 +294,156 @@ struct Q6_Kx8 {
   }
 };
 
+// ---- Q4_K and Q6_K, many tokens: each group unpacked once per call ----
+//
+// A prompt's tokens meet every group of weights many times, and the kernels
+// above unpack nibbles (Q4_K) or assemble 6-bit values (Q6_K) again for every
+// pair of tokens. Unpacked once into a buffer (L1 for k = 2048, L2 beyond),
+// each 32-byte line of 8 rows' values costs a token tile one load, and each
+// token's work per line is the vpmaddubsw, its add and the activations'
+// broadcast. The integer sums are the same exact values (only grouped
+// differently: scale x (pair sum) by vpmaddwd), and the float steps per
+// super-block are the direct kernels' own, so results are bitwise the same.
+
+// One super-block of a group, unpacked. Line L holds elements 4L..4L+3 of
+// each row, as unsigned values (Q4_K 0..15, Q6_K 0..63).
+struct UnpackedSuperBlock {
+  alignas(32) uint8_t q[64 * 32];
+  __m256i scale[16];   // row r's scale of sub-block s as an int16 pair in lane r (Q4_K: 8 of 32, Q6_K: 16 of 16)
+  __m256i offset[8];   // Q4_K: the mins as Q4KScales::m16; Q6_K: the scales as int16 pairs (s = 2c, 2c + 1)
+  __m256 d, dmin;
+};
+
+// (v, v) int16 pairs from int32 lanes (|v| < 2^15).
+inline __m256i int16_pairs(__m256i v) {
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+struct Q4_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 144;
+  // Lines summed in int16 before the scale: |pair| <= 2 x 15 x 128, 8 lines <= 30720.
+  static constexpr int kPieceLines = 8;
+  static constexpr int kScaleLines = 8;  // 32 elements per scale
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    Q4KScales sc;
+    unpack_q4_k_scales(p, sc);
+    for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
+    for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = load256(p + 128 + 256 * j + 32 * c);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * j + c)), _mm256_and_si256(v, m4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * j + 8 + c)), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+    }
+  }
+  // group_tile_q4_k's float steps for one token and super-block.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+    const __m256i xs = _mm256_hadd_epi16(bs, bs);
+    __m256i msum = _mm256_setzero_si256();
+    for (int q = 0; q < 4; ++q) {
+      const __m256i pair = _mm256_permutevar8x32_epi32(xs, _mm256_set1_epi32(q < 2 ? q : q + 2));
+      msum = _mm256_add_epi32(msum, _mm256_madd_epi16(u.offset[q], pair));
+    }
+    const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
+  }
+};
+
+struct Q6_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 210;
+  // |pair| <= 2 x 63 x 128: two lines fit int16.
+  static constexpr int kPieceLines = 2;
+  static constexpr int kScaleLines = 4;  // 16 elements per scale
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const uint8_t* scales = p + 16;
+    for (int s = 0; s < 16; ++s) {
+      u.scale[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s))));
+    }
+    for (int c = 0; c < 8; ++c) {
+      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c));
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c + 8));
+      u.offset[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+    }
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_setzero_ps();
+    for (int h = 0; h < 2; ++h) {
+      for (int m = 0; m < 8; ++m) {
+        const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
+        const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
+        const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+        };
+        for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (32 * h + 8 * j + m)), q[j]);
+      }
+    }
+  }
+  // group_tile_q6_k's steps for one token and super-block: minus 32 x the
+  // scales against the activations' sums per 16, then one float step.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+    __m256i offset = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      offset = _mm256_add_epi32(offset, _mm256_madd_epi16(u.offset[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
+    }
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
+  }
+};
+
+// One unpacked group against activation rows [t0, t0 + T). Flat arrays and
+// forced unrolling keep the 2T accumulators in registers (see groups_tile_f).
+template <class K, int T>
+void unpacked_tile(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  __m256 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const UnpackedSuperBlock& b = u[sb];
+    const uint8_t* xq[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) xq[t] = x.qs(t0 + t) + 256 * sb;
+    __m256i isum[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int piece = 0; piece < 64 / K::kPieceLines; ++piece) {
+      __m256i s16[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int l = 0; l < K::kPieceLines; ++l) {
+        const int line = piece * K::kPieceLines + l;
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.q + 32 * line));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t], line)));
+          // Pins the sum to a register here: GCC otherwise reassociates the
+          // integer adds into a tree over all lines' products, which it
+          // keeps on the stack (half the speed).
+          asm("" : "+x"(s16[t]));
+        }
+      }
+      const __m256i sc = b.scale[piece * K::kPieceLines / K::kScaleLines];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t] = K::finish(b, isum[t], x, t0 + t, sb, acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
 template <class F>
 struct Blocks32 {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
@@ -324,6 +475,46 @@ void gemm_interleaved(const GemmArgs& a) {
     int64_t t = 0;
     for (; t + F::kTokens <= a.n_tokens; t += F::kTokens) F::template tile<F::kTokens>(w, a.k, x, t, y, a.ldy);
     for (; t < a.n_tokens; ++t) F::template tile<1>(w, a.k, x, t, y, a.ldy);
+  }
+  gemm_plain_tail(a);
+}
+
+// The last n % T tokens: one tile of exactly that many.
+template <class K, int T>
+void unpacked_rest(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, int64_t t0, int64_t rest, float* y, int64_t ldy) {
+  if constexpr (T > 0) {
+    if (rest == T) {
+      unpacked_tile<K, T>(u, n_sb, x, t0, y, ldy);
+    } else {
+      unpacked_rest<K, T - 1>(u, n_sb, x, t0, rest, y, ldy);
+    }
+  }
+}
+
+// Below this many tokens the direct kernels run: unpacking a group costs
+// about what one token's pass over it does.
+constexpr int64_t kUnpackMinTokens = 4;
+// Token tile over unpacked groups: 2T accumulators, a line and a broadcast.
+constexpr int kUnpackedTokens = 6;
+
+template <class Direct, class K>
+void gemm_k_quant(const GemmArgs& a) {
+  if (a.n_tokens < kUnpackMinTokens) {
+    gemm_interleaved<Direct>(a);
+    return;
+  }
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
+  const int64_t n_sb = a.k / 256;
+  thread_local std::vector<UnpackedSuperBlock> unpacked;
+  if (unpacked.size() < static_cast<size_t>(n_sb)) unpacked.resize(static_cast<size_t>(n_sb));
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g) * kInterleaveRows * a.w_stride;
+    for (int64_t sb = 0; sb < n_sb; ++sb) K::unpack(w + static_cast<size_t>(sb) * K::kBlockBytes, unpacked[static_cast<size_t>(sb)]);
+    float* y = a.y + g * kInterleaveRows;
+    int64_t t = 0;
+    for (; t + kUnpackedTokens <= a.n_tokens; t += kUnpackedTokens) unpacked_tile<K, kUnpackedTokens>(unpacked.data(), n_sb, x, t, y, a.ldy);
+    unpacked_rest<K, kUnpackedTokens - 1>(unpacked.data(), n_sb, x, t, a.n_tokens - t, y, a.ldy);
   }
   gemm_plain_tail(a);
 }
@@ -412,8 +603,8 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_interleaved<Blocks32<Q8_0x8>>, ActFormat::kQ8_0, true};
-    case DType::Q4_K: return {gemm_interleaved<Q4_Kx8>, ActFormat::kQ8_K, true};
-    case DType::Q6_K: return {gemm_interleaved<Q6_Kx8>, ActFormat::kQ8_K, true};
+    case DType::Q4_K: return {gemm_k_quant<Q4_Kx8, Q4_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q6_K: return {gemm_k_quant<Q6_Kx8, Q6_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};
     case DType::BF16: return {gemm_interleaved_f<BF16x8>, ActFormat::kF32RoundBF16, true};
     default: return {};
