@@ -74,25 +74,6 @@ struct Q4_0x8 {
   }
 };
 
-// Q8_0: 8 lines of signed bytes, line c = elements 4c..4c+3. vpmaddubsw wants
-// one unsigned operand: |w| against the activation with w's sign.
-struct Q8_0x8 {
-  static constexpr size_t kBlockBytes = 8 * 34;
-  struct Block {
-    const uint8_t* p;
-  };
-  static Block unpack(const uint8_t* p) { return {p + 16}; }
-  static __m256i dot(const Block& b, const uint8_t* xq, int16_t) {
-    __m256i s32 = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      const __m256i w = load256(b.p + 32 * c);
-      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(xq, c), w));
-      s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-    }
-    return s32;
-  }
-};
-
 // How far ahead the weights are prefetched: a group streams as one sequence.
 constexpr size_t kPrefetchBlocks = 16;
 
@@ -115,6 +96,59 @@ void group_tile(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, floa
   }
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
+
+// Q8_0: 8 lines of signed bytes a block, line c = elements 4c..4c+3.
+// vpmaddubsw wants one unsigned operand: |w| against the activation with w's
+// sign. Lines outside, tokens inside: each line's load and |w| serve the T
+// tokens (a token-outer loop redoes them per token: 12% more work).
+template <int T>
+void group_tile_q8_0(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = 8 * 34;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t* xq[T];
+  const float* xd[T];
+  __m256 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    xq[t] = x.qs(t0 + t);
+    xd[t] = x.d(t0 + t);
+    acc[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g + static_cast<size_t>(b) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
+    }
+    __m256i s[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = load256(p + 16 + 32 * c);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c), w));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(pairs, ones));
+        asm("" : "+x"(s[t]));  // no reassociation into a tree kept on the stack (see unpacked_tile)
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+struct Q8_0x8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kTokens = 6;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile_q8_0<T>(g, k / 32, x, t0, y, ldy);
+  }
+};
 
 // ---- Q4_K x Q8_K ----
 
@@ -470,7 +504,7 @@ void gemm_plain_tail(const GemmArgs& a) {
 // and two weight streams are in flight. Per group the same steps as
 // group_tile<Q8_0x8, 1>.
 void q8_0_pair_decode(const uint8_t* g0, const uint8_t* g1, int64_t nb, const ActRows& x, float* y0, float* y1) {
-  constexpr size_t kBlock = Q8_0x8::kBlockBytes;
+  constexpr size_t kBlock = 8 * 34;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const uint8_t* xq = x.qs(0);
@@ -502,7 +536,7 @@ void gemm_interleaved(const GemmArgs& a) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(F::kAct, a.k)};
   const int64_t groups = a.n_rows / kInterleaveRows;
   int64_t g = 0;
-  if constexpr (std::is_same_v<F, Blocks32<Q8_0x8>>) {
+  if constexpr (std::is_same_v<F, Q8_0x8>) {
     const size_t group_bytes = kInterleaveRows * a.w_stride;
     const auto* w = reinterpret_cast<const uint8_t*>(a.w);
     if (a.n_tokens == 1) {
@@ -645,7 +679,7 @@ void gemm_interleaved_f(const GemmArgs& a) {
 GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
-    case DType::Q8_0: return {gemm_interleaved<Blocks32<Q8_0x8>>, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_Kx8, Q4_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_Kx8, Q6_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};
