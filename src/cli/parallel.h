@@ -36,7 +36,8 @@ class ParallelModel {
   const Model& model() const { return *model_; }
   // A rank other than 0: the command returns serve(threads) and does nothing else.
   bool worker() const { return rank_ != 0; }
-  // The exit status of a rank other than 0, once rank 0 is done; threads <= 0: all cores.
+  // The exit status of a rank other than 0, once rank 0 is done (0 when the
+  // model did not load: rank 0 reports that); threads <= 0: all cores.
   int serve(int threads);
 
  private:
