@@ -34,10 +34,15 @@ void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
   }
 }
 
-constexpr size_t kQ4KBytes = 144;
+// Q4_K and Q5_K share the image's first 1,152 bytes (d, dmin, scales and
+// mins, qs lines); Q5_K's qh lines follow. Plain rows: qs at 16 (Q4_K) or,
+// after 32 bytes of qh, at 48 (Q5_K).
+constexpr size_t kQ4KBytes = 144, kQ5KBytes = 176;
+size_t k4_block_bytes(DType t) { return t == DType::Q5_K ? kQ5KBytes : kQ4KBytes; }
 
-// One Q4_K super-block of 8 plain rows (row_bytes apart) <-> its interleaved image.
-void interleave_q4_k(const std::byte* plain, size_t row_bytes, std::byte* inter) {
+// One Q4_K or Q5_K super-block of 8 plain rows (row_bytes apart) <-> its interleaved image.
+void interleave_k4(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
+  const size_t qs = t == DType::Q5_K ? 48 : 16;
   uint8_t sc[8][8], mn[8][8];  // [sub-block][row]
   std::memset(inter + 32, 0, 96);
   auto* lo = reinterpret_cast<uint8_t*>(inter + 32);
@@ -48,7 +53,10 @@ void interleave_q4_k(const std::byte* plain, size_t row_bytes, std::byte* inter)
     std::memcpy(inter + 16 + 2 * r, b + 2, 2);
     for (int s = 0; s < 8; ++s) detail::scale_min_k4(s, reinterpret_cast<const uint8_t*>(b + 4), &sc[s][r], &mn[s][r]);
     for (size_t j = 0; j < 4; ++j) {
-      for (size_t c = 0; c < 8; ++c) std::memcpy(inter + 128 + 256 * j + 32 * c + 4 * r, b + 16 + 32 * j + 4 * c, 4);
+      for (size_t c = 0; c < 8; ++c) std::memcpy(inter + 128 + 256 * j + 32 * c + 4 * r, b + qs + 32 * j + 4 * c, 4);
+    }
+    if (t == DType::Q5_K) {
+      for (size_t m = 0; m < 8; ++m) std::memcpy(inter + 1152 + 32 * m + 4 * r, b + 16 + 4 * m, 4);
     }
   }
   for (int i = 0; i < 64; ++i) {
@@ -58,7 +66,8 @@ void interleave_q4_k(const std::byte* plain, size_t row_bytes, std::byte* inter)
   }
 }
 
-void deinterleave_q4_k(const std::byte* inter, std::byte* plain, size_t row_bytes) {
+void deinterleave_k4(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
+  const size_t qs = t == DType::Q5_K ? 48 : 16;
   const auto* lo = reinterpret_cast<const uint8_t*>(inter + 32);
   const auto* hi = reinterpret_cast<const uint8_t*>(inter + 96);
   for (size_t r = 0; r < 8; ++r) {
@@ -74,7 +83,10 @@ void deinterleave_q4_k(const std::byte* inter, std::byte* plain, size_t row_byte
     }
     detail::pack_scale_min_k4(sc, mn, reinterpret_cast<uint8_t*>(b + 4));
     for (size_t j = 0; j < 4; ++j) {
-      for (size_t c = 0; c < 8; ++c) std::memcpy(b + 16 + 32 * j + 4 * c, inter + 128 + 256 * j + 32 * c + 4 * r, 4);
+      for (size_t c = 0; c < 8; ++c) std::memcpy(b + qs + 32 * j + 4 * c, inter + 128 + 256 * j + 32 * c + 4 * r, 4);
+    }
+    if (t == DType::Q5_K) {
+      for (size_t m = 0; m < 8; ++m) std::memcpy(b + 16 + 4 * m, inter + 1152 + 32 * m + 4 * r, 4);
     }
   }
 }
@@ -116,7 +128,7 @@ void deinterleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, 
 }  // namespace
 
 bool can_interleave(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K || is_16bit_float(t);
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || is_16bit_float(t);
 }
 
 bool prefers_interleaved(DType t, Isa isa) { return can_interleave(t) && gemm_kernel_interleaved(t, isa).fn != nullptr; }
@@ -133,11 +145,12 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
     }
     return;
   }
-  if (t == DType::Q4_K) {
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    const size_t bb = k4_block_bytes(t);
     for (int64_t g = 0; g < groups; ++g) {
       const size_t base = static_cast<size_t>(g) * kInterleaveRows * rb;
       for (int64_t b = 0; b < k / 256; ++b) {
-        interleave_q4_k(src + base + static_cast<size_t>(b) * kQ4KBytes, rb, dst + base + static_cast<size_t>(b) * 8 * kQ4KBytes);
+        interleave_k4(t, src + base + static_cast<size_t>(b) * bb, rb, dst + base + static_cast<size_t>(b) * 8 * bb);
       }
     }
     return;
@@ -170,9 +183,10 @@ void deinterleave_group(DType t, const std::byte* group, std::byte* dst, int64_t
     deinterleave_16bit(group, dst, rb, k);
     return;
   }
-  if (t == DType::Q4_K) {
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    const size_t bb = k4_block_bytes(t);
     for (int64_t b = 0; b < k / 256; ++b) {
-      deinterleave_q4_k(group + static_cast<size_t>(b) * 8 * kQ4KBytes, dst + static_cast<size_t>(b) * kQ4KBytes, rb);
+      deinterleave_k4(t, group + static_cast<size_t>(b) * 8 * bb, dst + static_cast<size_t>(b) * bb, rb);
     }
     return;
   }

@@ -22,6 +22,10 @@
 // sub-blocks (2j, 2j + 1) 8 lines, line c holding bytes 4c..4c+3 of each
 // row's qs[32j .. 32j + 31] (low nibbles: sub-block 2j, high: 2j + 1).
 //
+// Q5_K, per super-block (8 x 176 bytes): Q4_K's image (its qs lines from
+// the plain qs at byte 48), then qh in 8 lines, line m at 1152 + 32m holding
+// qh[4m .. 4m + 3] of each row.
+//
 // F16 and BF16: element i of the group's 8 rows is 16 bytes at 16i, in row
 // order, so one vcvtph2ps gives the 8 rows' weights for one activation.
 //

@@ -356,6 +356,7 @@ inline __m256i int16_pairs(__m256i v) {
 
 struct Q4_KUnpacked {
   static constexpr size_t kBlockBytes = 8 * 144;
+  static constexpr int64_t kMinTokens = 4;  // below: group_tile_q4_k
   // Lines summed in int16 before the scale: |pair| <= 2 x 15 x 128, 8 lines <= 30720.
   static constexpr int kPieceLines = 8;
   static constexpr int kScaleLines = 8;  // 32 elements per scale
@@ -390,8 +391,108 @@ struct Q4_KUnpacked {
   }
 };
 
+// Bit b of each byte of v moved to bit 4 (0x10 or 0).
+template <int B>
+inline __m256i bit_to_16(__m256i v) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if constexpr (B <= 4) return _mm256_and_si256(_mm256_slli_epi16(v, 4 - B), bit4);
+  return _mm256_and_si256(_mm256_srli_epi16(v, B - 4), bit4);
+}
+
+// Q5_K: Q4_K's nibbles plus a fifth bit from qh (element 64j + l: bit 2j of
+// qh[l]; 64j + 32 + l: bit 2j + 1), the same scales, mins and float steps.
+struct Q5_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 176;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_q5_k_decode
+  // |pair| <= 2 x 31 x 128: four lines fit int16 (31,744).
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 8;
+  template <int J>
+  static void unpack_chunk(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 8; ++c) {
+      const __m256i v = load256(p + 128 + 256 * J + 32 * c), h = load256(p + 1152 + 32 * c);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * J + c)), _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_16<2 * J>(h)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * J + 8 + c)),
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h)));
+    }
+  }
+  // Everything but the values (shared with the decode kernel).
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    Q4KScales sc;
+    unpack_q4_k_scales(p, sc);
+    for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
+    for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    unpack_scales(p, u);
+    unpack_chunk<0>(p, u);
+    unpack_chunk<1>(p, u);
+    unpack_chunk<2>(p, u);
+    unpack_chunk<3>(p, u);
+  }
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    return Q4_KUnpacked::finish(u, isum, x, t, sb, acc);
+  }
+};
+
+// Q5_K decode (one token): Q5_KUnpacked's values assembled in registers and
+// met at once, no buffer; the same exact integer sums per super-block and
+// the same float steps as the unpacked tiles.
+template <int J>
+inline __m256i q5_k_chunk_dot(const uint8_t* p, const UnpackedSuperBlock& u, const uint8_t* xq, __m256i isum) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int half = 0; half < 2; ++half) {  // low nibbles: sub-block 2J, high: 2J + 1
+    for (int piece = 0; piece < 2; ++piece) {
+      __m256i s16 = _mm256_setzero_si256();
+      for (int c = 4 * piece; c < 4 * piece + 4; ++c) {
+        const __m256i v = load256(p + 128 + 256 * J + 32 * c), h = load256(p + 1152 + 32 * c);
+        const __m256i q = half == 0 ? _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_16<2 * J>(h))
+                                    : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, broadcast4(xq + 64 * J + 32 * half, c)));
+      }
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, u.scale[2 * J + half]));
+    }
+  }
+  return isum;
+}
+
+void group_tile_q5_k_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
+  constexpr size_t kBlock = Q5_KUnpacked::kBlockBytes;
+  __m256 acc = _mm256_setzero_ps();
+  UnpackedSuperBlock u;  // scales only: q stays unused
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p = g + static_cast<size_t>(sb) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kBlock + line), _MM_HINT_T0);
+    }
+    Q5_KUnpacked::unpack_scales(p, u);
+    const uint8_t* xq = x.qs(t) + 256 * sb;
+    __m256i isum = _mm256_setzero_si256();
+    isum = q5_k_chunk_dot<0>(p, u, xq, isum);
+    isum = q5_k_chunk_dot<1>(p, u, xq, isum);
+    isum = q5_k_chunk_dot<2>(p, u, xq, isum);
+    isum = q5_k_chunk_dot<3>(p, u, xq, isum);
+    acc = Q5_KUnpacked::finish(u, isum, x, t, sb, acc);
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+struct Q5_Kx8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kTokens = 1;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    static_assert(T == 1, "Q5_K has a direct kernel for one token only");
+    group_tile_q5_k_decode(g, k / 256, x, t0, y + t0 * ldy);
+  }
+};
+
 struct Q6_KUnpacked {
   static constexpr size_t kBlockBytes = 8 * 210;
+  static constexpr int64_t kMinTokens = 4;  // below: group_tile_q6_k
   // |pair| <= 2 x 63 x 128: two lines fit int16.
   static constexpr int kPieceLines = 2;
   static constexpr int kScaleLines = 4;  // 16 elements per scale
@@ -568,17 +669,18 @@ void unpacked_rest(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, 
   }
 }
 
-// Below this many tokens the direct kernels run: unpacking a group costs
-// about what one token's pass over it does.
-constexpr int64_t kUnpackMinTokens = 4;
 // Token tile over unpacked groups: 2T accumulators, a line and a broadcast.
 constexpr int kUnpackedTokens = 6;
 
-template <class Direct, class K>
+// Below K::kMinTokens tokens the direct kernels run (Q4_K, Q6_K: unpacking a
+// group costs about what one token's pass over it does).
+template <class K, class Direct = void>
 void gemm_k_quant(const GemmArgs& a) {
-  if (a.n_tokens < kUnpackMinTokens) {
-    gemm_interleaved<Direct>(a);
-    return;
+  if constexpr (!std::is_void_v<Direct>) {
+    if (a.n_tokens < K::kMinTokens) {
+      gemm_interleaved<Direct>(a);
+      return;
+    }
   }
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
   const int64_t n_sb = a.k / 256;
@@ -680,8 +782,9 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
-    case DType::Q4_K: return {gemm_k_quant<Q4_Kx8, Q4_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q6_K: return {gemm_k_quant<Q6_Kx8, Q6_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
+    case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
+    case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};
     case DType::BF16: return {gemm_interleaved_f<BF16x8>, ActFormat::kF32RoundBF16, true};
     default: return {};

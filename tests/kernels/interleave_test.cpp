@@ -25,9 +25,9 @@ namespace {
 
 using tokamak::testing::make_activations;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16};
 
-bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 bool float_type(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 // The activation format of t's kernels.
@@ -57,7 +57,7 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
     const size_t bb = dtype_traits(t).block_bytes;
     for (size_t off = 0; off < w.size(); off += bb) {
       std::memcpy(w.data() + off, &d, sizeof(d));
-      if (t == DType::Q4_K) {  // scales and mins <= 15 keep exact sums below 2^24
+      if (t == DType::Q4_K || t == DType::Q5_K) {  // scales and mins <= 15 keep exact sums below 2^24
         std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));
         for (size_t i = 4; i < 16; ++i) w[off + i] &= std::byte{0x0F};
       }
@@ -159,14 +159,18 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
     // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
     // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
     // Q6_K: d at its block's end, line 0 after the 128 bytes of scales.
-    const size_t line0 = t == DType::Q4_K ? 128 : t == DType::Q6_K ? 144 : 16;
-    const size_t qs = t == DType::Q4_K ? 16 : t == DType::Q6_K ? 0 : 2, d = t == DType::Q6_K ? 208 : 0;
+    const bool k4 = t == DType::Q4_K || t == DType::Q5_K;
+    const size_t line0 = k4 ? 128 : t == DType::Q6_K ? 144 : 16;
+    const size_t qs = t == DType::Q4_K ? 16 : t == DType::Q5_K ? 48 : t == DType::Q6_K ? 0 : 2, d = t == DType::Q6_K ? 208 : 0;
     for (size_t r = 0; r < 8; ++r) {
       EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb + d, 2)) << dtype_name(t) << " row " << r;
       EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
+      if (t == DType::Q5_K) {  // qh line 0 after the qs lines: qh bytes 0..3 of each row
+        EXPECT_EQ(0, std::memcmp(inter.data() + 1152 + 4 * r, plain.data() + r * rb + 16, 4)) << "q5_K row " << r;
+      }
     }
   }
-  EXPECT_FALSE(can_interleave(DType::Q5_K));
+  EXPECT_FALSE(can_interleave(DType::Q5_0));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
