@@ -1,5 +1,5 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
-// Q4_0 and Q8_0 against Q8_0 activations, Q4_K and Q6_K against Q8_K ones,
+// Q4_0 and Q8_0 against Q8_0 activations, Q4_K, Q5_K and Q6_K against Q8_K ones,
 // F16 and BF16 against f32 (rounded to their type).
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
@@ -48,54 +48,64 @@ struct ActRows {
   const int16_t* sums(int64_t t) const { return reinterpret_cast<const int16_t*>(qs(t) + layout.sums_offset); }
 };
 
-// Q4_0: 4 lines of nibbles; low nibbles of line c are elements 4c..4c+3,
-// high nibbles 16+4c..16+4c+3, so unpacked register j meets activation dword j.
-struct Q4_0x8 {
-  static constexpr size_t kBlockBytes = 8 * 18;
-  struct Block {
-    __m256i q[8];
-  };
-  static Block unpack(const uint8_t* p) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    Block b;
-    for (int c = 0; c < 4; ++c) {
-      const __m256i v = load256(p + 16 + 32 * c);
-      b.q[c] = _mm256_and_si256(v, m4);
-      b.q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    return b;
-  }
-  // Each row's sum of q x activation over the block, q - 8 being the value.
-  static __m256i dot(const Block& b, const uint8_t* xq, int16_t xsum) {
-    __m256i s16 = _mm256_maddubs_epi16(b.q[0], broadcast4(xq, 0));
-    for (int j = 1; j < 8; ++j) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(b.q[j], broadcast4(xq, j)));
-    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
-    return _mm256_sub_epi32(s32, _mm256_set1_epi32(8 * static_cast<int32_t>(xsum)));
-  }
-};
-
 // How far ahead the weights are prefetched: a group streams as one sequence.
 constexpr size_t kPrefetchBlocks = 16;
 
-// One group of 8 rows against activation rows [t0, t0 + T).
-template <class F, int T>
-void group_tile(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+// Q4_0: 4 lines of nibbles a block; low nibbles of line c are elements
+// 4c..4c+3, high nibbles 16+4c..16+4c+3. Lines outside, tokens inside: each
+// line's two unpacked registers serve the T tokens. The 8 lines' sums stay in
+// int16 (|nibble x activation pair| <= 2 x 15 x 127, eight of them <= 30480);
+// q - 8 is the value, so 8 x the activations' sum comes off at the end.
+template <int T>
+void group_tile_q4_0(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = 8 * 18;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const uint8_t* xq[T];
   __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    xq[t] = x.qs(t0 + t);
+    acc[t] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + static_cast<size_t>(b) * F::kBlockBytes;
-    for (size_t line = 0; line < F::kBlockBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+    const uint8_t* p = g + static_cast<size_t>(b) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
+    }
+    __m256i s16[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = load256(p + 16 + 32 * c);
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
+        asm("" : "+x"(s16[t]));  // no reassociation into a tree kept on the stack (see unpacked_tile)
+      }
     }
     const __m256 d = _mm256_cvtph_ps(load128(p));
-    const typename F::Block blk = F::unpack(p);
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m256i s = F::dot(blk, x.qs(t0 + t) + 32 * b, x.sums(t0 + t)[b]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
+      const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], _mm256_set1_epi16(1)),
+                                           _mm256_set1_epi32(8 * static_cast<int32_t>(x.sums(t0 + t)[b])));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
     }
   }
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
+
+struct Q4_0x8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kTokens = 6;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile_q4_0<T>(g, k / 32, x, t0, y, ldy);
+  }
+};
 
 // Q8_0: 8 lines of signed bytes a block, line c = elements 4c..4c+3.
 // vpmaddubsw wants one unsigned operand: |w| against the activation with w's
@@ -580,16 +590,6 @@ void unpacked_tile(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, 
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
-template <class F>
-struct Blocks32 {
-  static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kTokens = 4;
-  template <int T>
-  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-    group_tile<F, T>(g, k / 32, x, t0, y, ldy);
-  }
-};
-
 // The tensor's last n_rows % 8 rows, stored plain, through the plain kernel.
 void gemm_plain_tail(const GemmArgs& a) {
   const int64_t groups = a.n_rows / kInterleaveRows;
@@ -603,7 +603,7 @@ void gemm_plain_tail(const GemmArgs& a) {
 
 // Q8_0 decode, two groups at a time: each activation broadcast serves both,
 // and two weight streams are in flight. Per group the same steps as
-// group_tile<Q8_0x8, 1>.
+// group_tile_q8_0<1>.
 void q8_0_pair_decode(const uint8_t* g0, const uint8_t* g1, int64_t nb, const ActRows& x, float* y0, float* y1) {
   constexpr size_t kBlock = 8 * 34;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -780,7 +780,7 @@ void gemm_interleaved_f(const GemmArgs& a) {
 
 GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
-    case DType::Q4_0: return {gemm_interleaved<Blocks32<Q4_0x8>>, ActFormat::kQ8_0, true};
+    case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
