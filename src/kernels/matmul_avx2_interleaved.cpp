@@ -51,87 +51,46 @@ struct ActRows {
 // How far ahead the weights are prefetched: a group streams as one sequence.
 constexpr size_t kPrefetchBlocks = 16;
 
+// The 32-element formats, lines outside and tokens inside: each line's load
+// and unpacking serve the T tokens (a token-outer loop redid them per token:
+// 12% more work for Q8_0). F::sums<T>(block, xq, b, s) adds each token's
+// integer sums of block b into s[t]; F::total(s, activations' sum) is the
+// block's exact integer dot.
+
 // Q4_0: 4 lines of nibbles a block; low nibbles of line c are elements
-// 4c..4c+3, high nibbles 16+4c..16+4c+3. Lines outside, tokens inside: each
-// line's two unpacked registers serve the T tokens. The 8 lines' sums stay in
-// int16 (|nibble x activation pair| <= 2 x 15 x 127, eight of them <= 30480);
-// q - 8 is the value, so 8 x the activations' sum comes off at the end.
-template <int T>
-void group_tile_q4_0(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-  constexpr size_t kBlock = 8 * 18;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const uint8_t* xq[T];
-  __m256 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    xq[t] = x.qs(t0 + t);
-    acc[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + static_cast<size_t>(b) * kBlock;
-    for (size_t line = 0; line < kBlock; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
-    }
-    __m256i s16[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+// 4c..4c+3, high nibbles 16+4c..16+4c+3. The 8 lines' sums stay in int16
+// (|nibble x activation pair| <= 2 x 15 x 127, eight of them <= 30480); q - 8
+// is the value, so 8 x the activations' sum comes off at the end.
+struct Q4_0Lines {
+  static constexpr size_t kBlockBytes = 8 * 18;
+  template <int T>
+  static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i v = load256(p + 16 + 32 * c);
       const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
-        asm("" : "+x"(s16[t]));  // no reassociation into a tree kept on the stack (see unpacked_tile)
+        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
+        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
+        asm("" : "+x"(s[t]));  // no reassociation into a tree kept on the stack (see unpacked_tile)
       }
     }
-    const __m256 d = _mm256_cvtph_ps(load128(p));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], _mm256_set1_epi16(1)),
-                                           _mm256_set1_epi32(8 * static_cast<int32_t>(x.sums(t0 + t)[b])));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
-    }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
-}
-
-struct Q4_0x8 {
-  static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kTokens = 6;
-  template <int T>
-  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-    group_tile_q4_0<T>(g, k / 32, x, t0, y, ldy);
+  static __m256i total(__m256i s16, int16_t xsum) {
+    return _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * static_cast<int32_t>(xsum)));
   }
 };
 
 // Q8_0: 8 lines of signed bytes a block, line c = elements 4c..4c+3.
 // vpmaddubsw wants one unsigned operand: |w| against the activation with w's
-// sign. Lines outside, tokens inside: each line's load and |w| serve the T
-// tokens (a token-outer loop redoes them per token: 12% more work).
-template <int T>
-void group_tile_q8_0(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-  constexpr size_t kBlock = 8 * 34;
-  const __m256i ones = _mm256_set1_epi16(1);
-  const uint8_t* xq[T];
-  const float* xd[T];
-  __m256 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    xq[t] = x.qs(t0 + t);
-    xd[t] = x.d(t0 + t);
-    acc[t] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + static_cast<size_t>(b) * kBlock;
-    for (size_t line = 0; line < kBlock; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
-    }
-    __m256i s[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+// sign; each line widens to int32 (two lines' pairs could pass int16).
+struct Q8_0Lines {
+  static constexpr size_t kBlockBytes = 8 * 34;
+  template <int T>
+  static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
+    const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       const __m256i w = load256(p + 16 + 32 * c);
@@ -140,25 +99,54 @@ void group_tile_q8_0(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0,
       for (int t = 0; t < T; ++t) {
         const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c), w));
         s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(pairs, ones));
-        asm("" : "+x"(s[t]));  // no reassociation into a tree kept on the stack (see unpacked_tile)
+        asm("" : "+x"(s[t]));  // as above
       }
     }
+  }
+  static __m256i total(__m256i s32, int16_t) { return s32; }
+};
+
+// One group of 8 rows against activation rows [t0, t0 + T).
+template <class F, int T>
+void group_tile_32(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  const uint8_t* xq[T];
+  __m256 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    xq[t] = x.qs(t0 + t);
+    acc[t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = g + static_cast<size_t>(b) * F::kBlockBytes;
+    for (size_t line = 0; line < F::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+    }
+    __m256i s[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+    F::template sums<T>(p, xq, b, s);
     const __m256 d = _mm256_cvtph_ps(load128(p));
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
+    for (int t = 0; t < T; ++t) {
+      const __m256i total = F::total(s[t], x.sums(t0 + t)[b]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
+    }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
-struct Q8_0x8 {
+template <class F>
+struct Blocks32 {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
   static constexpr int kTokens = 6;
   template <int T>
   static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-    group_tile_q8_0<T>(g, k / 32, x, t0, y, ldy);
+    group_tile_32<F, T>(g, k / 32, x, t0, y, ldy);
   }
 };
+using Q4_0x8 = Blocks32<Q4_0Lines>;
+using Q8_0x8 = Blocks32<Q8_0Lines>;
 
 // ---- Q4_K x Q8_K ----
 
@@ -256,6 +244,19 @@ struct Q4_Kx8 {
 
 // ---- Q6_K x Q8_K ----
 
+// Q6_K values (0..63) of ql and qh line m of half h: q[j] holds elements
+// 128h + 32j + 4m .. +3 of each row.
+inline void q6_k_values(const uint8_t* p, int h, int m, __m256i q[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
+  const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
+  const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
 // One group of 8 rows against Q8_K activation rows [t0, t0 + T). Per
 // super-block: q (0..63) x activation summed per 16 (two lines in int16:
 // |pair| <= 2 x 63 x 128, two of them fit), times the row's int8 scale, minus
@@ -263,7 +264,7 @@ struct Q4_Kx8 {
 template <int T>
 void group_tile_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
   constexpr size_t kBlock = 8 * 210;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < n_sb; ++sb) {
@@ -285,15 +286,8 @@ void group_tile_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t
             for (int j = 0; j < 4; ++j) s16[t][j] = _mm256_setzero_si256();
           for (int mm = 0; mm < 2; ++mm) {
             const int m = 4 * half + 2 * pair + mm;
-            const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
-            const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
-            const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-            };
+            __m256i q[4];
+            q6_k_values(p, h, m, q);
             for (int t = 0; t < T; ++t) {
               const uint8_t* xq = x.qs(t0 + t) + 256 * sb + 128 * h;
               for (int j = 0; j < 4; ++j) s16[t][j] = _mm256_add_epi16(s16[t][j], _mm256_maddubs_epi16(q[j], broadcast4(xq + 32 * j, m)));
@@ -370,14 +364,18 @@ struct Q4_KUnpacked {
   // Lines summed in int16 before the scale: |pair| <= 2 x 15 x 128, 8 lines <= 30720.
   static constexpr int kPieceLines = 8;
   static constexpr int kScaleLines = 8;  // 32 elements per scale
-  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+  // Everything but the values (Q5_K's too).
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
     Q4KScales sc;
     unpack_q4_k_scales(p, sc);
     for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
     for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
     u.d = _mm256_cvtph_ps(load128(p));
     u.dmin = _mm256_cvtph_ps(load128(p + 16));
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    unpack_scales(p, u);
     for (int j = 0; j < 4; ++j) {
       for (int c = 0; c < 8; ++c) {
         const __m256i v = load256(p + 128 + 256 * j + 32 * c);
@@ -427,15 +425,7 @@ struct Q5_KUnpacked {
                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h)));
     }
   }
-  // Everything but the values (shared with the decode kernel).
-  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
-    Q4KScales sc;
-    unpack_q4_k_scales(p, sc);
-    for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
-    for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
-    u.d = _mm256_cvtph_ps(load128(p));
-    u.dmin = _mm256_cvtph_ps(load128(p + 16));
-  }
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) { Q4_KUnpacked::unpack_scales(p, u); }
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
     unpack_scales(p, u);
     unpack_chunk<0>(p, u);
@@ -507,7 +497,6 @@ struct Q6_KUnpacked {
   static constexpr int kPieceLines = 2;
   static constexpr int kScaleLines = 4;  // 16 elements per scale
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const uint8_t* scales = p + 16;
     for (int s = 0; s < 16; ++s) {
       u.scale[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s))));
@@ -521,15 +510,8 @@ struct Q6_KUnpacked {
     u.dmin = _mm256_setzero_ps();
     for (int h = 0; h < 2; ++h) {
       for (int m = 0; m < 8; ++m) {
-        const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
-        const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
-        const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-        };
+        __m256i q[4];
+        q6_k_values(p, h, m, q);
         for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (32 * h + 8 * j + m)), q[j]);
       }
     }
@@ -603,7 +585,7 @@ void gemm_plain_tail(const GemmArgs& a) {
 
 // Q8_0 decode, two groups at a time: each activation broadcast serves both,
 // and two weight streams are in flight. Per group the same steps as
-// group_tile_q8_0<1>.
+// group_tile_32<Q8_0Lines, 1>.
 void q8_0_pair_decode(const uint8_t* g0, const uint8_t* g1, int64_t nb, const ActRows& x, float* y0, float* y1) {
   constexpr size_t kBlock = 8 * 34;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
