@@ -20,7 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
+#include <type_traits>  // std::is_void_v
 #include <vector>
 
 #include "kernels/interleave.h"
@@ -409,7 +409,7 @@ inline __m256i bit_to_16(__m256i v) {
 
 // Q5_K: Q4_K's nibbles plus a fifth bit from qh (element 64j + l: bit 2j of
 // qh[l]; 64j + 32 + l: bit 2j + 1), the same scales, mins and float steps.
-struct Q5_KUnpacked {
+struct Q5_KUnpacked : Q4_KUnpacked {  // Q4_K's unpack_scales and finish
   static constexpr size_t kBlockBytes = 8 * 176;
   static constexpr int64_t kMinTokens = 2;  // below: group_tile_q5_k_decode
   // |pair| <= 2 x 31 x 128: four lines fit int16 (31,744).
@@ -425,16 +425,12 @@ struct Q5_KUnpacked {
                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h)));
     }
   }
-  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) { Q4_KUnpacked::unpack_scales(p, u); }
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
     unpack_scales(p, u);
     unpack_chunk<0>(p, u);
     unpack_chunk<1>(p, u);
     unpack_chunk<2>(p, u);
     unpack_chunk<3>(p, u);
-  }
-  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    return Q4_KUnpacked::finish(u, isum, x, t, sb, acc);
   }
 };
 
@@ -614,22 +610,12 @@ void q8_0_pair_decode(const uint8_t* g0, const uint8_t* g1, int64_t nb, const Ac
   _mm256_storeu_ps(y1, acc1);
 }
 
+// Groups [first_group, n_rows / 8) in F's token tiles, then the plain tail.
 template <class F>
-void gemm_interleaved(const GemmArgs& a) {
+void gemm_interleaved_from(const GemmArgs& a, int64_t first_group) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(F::kAct, a.k)};
   const int64_t groups = a.n_rows / kInterleaveRows;
-  int64_t g = 0;
-  if constexpr (std::is_same_v<F, Q8_0x8>) {
-    const size_t group_bytes = kInterleaveRows * a.w_stride;
-    const auto* w = reinterpret_cast<const uint8_t*>(a.w);
-    if (a.n_tokens == 1) {
-      for (; g + 2 <= groups; g += 2) {
-        q8_0_pair_decode(w + static_cast<size_t>(g) * group_bytes, w + static_cast<size_t>(g + 1) * group_bytes, a.k / 32, x,
-                         a.y + g * kInterleaveRows, a.y + (g + 1) * kInterleaveRows);
-      }
-    }
-  }
-  for (; g < groups; ++g) {
+  for (int64_t g = first_group; g < groups; ++g) {
     const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g) * kInterleaveRows * a.w_stride;
     float* y = a.y + g * kInterleaveRows;
     int64_t t = 0;
@@ -637,6 +623,26 @@ void gemm_interleaved(const GemmArgs& a) {
     for (; t < a.n_tokens; ++t) F::template tile<1>(w, a.k, x, t, y, a.ldy);
   }
   gemm_plain_tail(a);
+}
+
+template <class F>
+void gemm_interleaved(const GemmArgs& a) {
+  gemm_interleaved_from<F>(a, 0);
+}
+
+// Q8_0: decode takes the groups in pairs, an odd last one and batches the tiles.
+void gemm_q8_0(const GemmArgs& a) {
+  int64_t g = 0;
+  if (a.n_tokens == 1) {
+    const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
+    const size_t group_bytes = kInterleaveRows * a.w_stride;
+    const auto* w = reinterpret_cast<const uint8_t*>(a.w);
+    for (; g + 2 <= a.n_rows / kInterleaveRows; g += 2) {
+      q8_0_pair_decode(w + static_cast<size_t>(g) * group_bytes, w + static_cast<size_t>(g + 1) * group_bytes, a.k / 32, x,
+                       a.y + g * kInterleaveRows, a.y + (g + 1) * kInterleaveRows);
+    }
+  }
+  gemm_interleaved_from<Q8_0x8>(a, g);
 }
 
 // The last n % T tokens: one tile of exactly that many.
@@ -763,7 +769,7 @@ void gemm_interleaved_f(const GemmArgs& a) {
 GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
-    case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_q8_0, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
