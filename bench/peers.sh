@@ -6,7 +6,11 @@
 # alike; then llama2.c's runomp against `tokamak run` on stories260K.
 #
 #   bench/peers.sh --llama-cpp DIR --ik-llama-cpp DIR --llama2c DIR
-#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128]
+#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2]
+#
+# --avx2 forces the AVX2 path on an AVX-512 host, on every engine: the peers
+# are built without -march=native, with AVX2 + FMA + F16C only (into
+# $SCRATCH/NAME-avx2), and tokamak runs with --isa avx2.
 #
 # DIRs are checkouts outside this repository (pinned commits: llama.cpp
 # c392e509 = b4747, ik_llama.cpp 8337e4cd, llama2.c 350e04fe); any of them may
@@ -22,7 +26,7 @@ repo=$PWD
 scratch=${SCRATCH:-/tmp/tokamak-peers}
 llama_cpp="" ik="" llama2c=""
 types=q4_0,q8_0,q4_k_m,f16
-threads=2 reps=2 n_prompt=512 n_gen=128
+threads=2 reps=2 n_prompt=512 n_gen=128 avx2=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-cpp) llama_cpp=$2; shift 2 ;;
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
     -r) reps=$2; shift 2 ;;
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
+    --avx2) avx2=1; shift ;;
     *) echo "bench/peers.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -43,11 +48,21 @@ mkdir -p "$scratch"
 scripts/build release tokamak
 tokamak=$repo/build/release/tokamak
 
+tokamak_flags=()
+isa_flags=(-DGGML_NATIVE=ON)
+suffix=""
+if [ "$avx2" = 1 ]; then
+  tokamak_flags=(--isa avx2)
+  isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+    -DGGML_AVX_VNNI=OFF -DGGML_AVXVNNI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF)
+  suffix=-avx2
+fi
+
 # build_ggml NAME SRC [CMAKE FLAGS...]: llama-bench of a llama.cpp-family checkout.
 build_ggml() {
-  local name=$1 src=$2
+  local name=$1$suffix src=$2
   shift 2
-  cmake -S "$src" -B "$scratch/$name" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF "$@" > "$scratch/$name.cmake.log"
+  cmake -S "$src" -B "$scratch/$name" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" -DLLAMA_CURL=OFF "$@" > "$scratch/$name.cmake.log"
   cmake --build "$scratch/$name" --target llama-bench -j "$(nproc)" > "$scratch/$name.build.log"
   echo "$scratch/$name/bin/llama-bench"
 }
@@ -84,8 +99,8 @@ for r in json.load(open(path)):
     print(f"{type_}\t{test}\t{peer}\t{r['avg_ts']:.2f}\t")
 PY
   done
-  "$tokamak" bench -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" --json > "$scratch/tokamak-$type.json"
-  python3 - "$type" "$scratch/tokamak-$type.json" >> "$results" <<'PY'
+  "$tokamak" bench -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" "${tokamak_flags[@]}" --json > "$scratch/tokamak$suffix-$type.json"
+  python3 - "$type" "$scratch/tokamak$suffix-$type.json" >> "$results" <<'PY'
 import json, sys
 type_, path = sys.argv[1:]
 for line in open(path):
@@ -101,7 +116,7 @@ if [ -n "$llama2c" ]; then
   for _ in $(seq "$reps"); do
     OMP_NUM_THREADS=$threads "$llama2c/run" "$data/stories260K.bin" -z "$data/tok512.bin" -t 0 -n 256 -i "Once upon a time" \
       2>&1 | sed -n 's/.*achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
-    "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" --temp 0 -n 256 -p "Once upon a time" \
+    "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" "${tokamak_flags[@]}" --temp 0 -n 256 -p "Once upon a time" \
       2>&1 > /dev/null | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/stories260K\ttg256\ttokamak\t\1\t/p' >> "$results"
   done
 fi

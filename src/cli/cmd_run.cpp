@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/engine_options.h"
 #include "cli/kv_options.h"
+#include "cli/matmul_options.h"
 #include "cli/model_source.h"
 #include "cli/prompt_input.h"
 #include "cli/std_streams.h"
@@ -37,6 +38,7 @@ constexpr OptionSpec kOptions[] = {
     {"-n,--n-predict", "N", "tokens to generate (default -1: until end of text or context)"},
     {"-c,--ctx-size", "N", "context size in tokens (default: the model's, at most 4096)"},
     {"-t,--threads", "N", "threads (default: all cores)"},
+    kIsaOption,
     kSamplingOptions[0], kSamplingOptions[1], kSamplingOptions[2], kSamplingOptions[3], kSamplingOptions[4],
     kSamplingOptions[5], kSamplingOptions[6], kSamplingOptions[7], kSamplingOptions[8], kSamplingOptions[9],
     kSamplingOptions[10], kSamplingOptions[11],
@@ -144,7 +146,8 @@ int run_main(int argc, char** argv) {
   const kv::KvFormat kv_format = kv_format_for_sampling(args, sparams);
   const int64_t kv_memory = kv_memory_from_args(args);
   const std::filesystem::path model_path = resolve_model_path(args);
-  ParallelModel loaded(args, model_path);
+  const kernels::MatmulOptions matmul = matmul_options_from_args(args);
+  ParallelModel loaded(args, model_path, matmul.isa);  // weights repacked for the variant that runs
   if (loaded.worker()) return loaded.serve(threads);
   const std::string prompt_text = read_prompt(args);
   const Model& model = loaded.model();
@@ -165,6 +168,7 @@ int run_main(int argc, char** argv) {
   eo.max_num_batched_tokens = std::max(n_ctx, 2048);  // a prompt prefills in one step
   eo.enable_prefix_caching = false;
   eo.threads = threads;
+  eo.matmul = matmul;
   speculative_options_from_args(args, eo.speculative);
   const std::unique_ptr<Model> draft = load_draft_model(args, tokenizer, eo);
   engine::Engine eng(model, tokenizer, eo);

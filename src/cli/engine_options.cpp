@@ -56,7 +56,7 @@ void speculative_options_from_args(const ParsedArgs& args, engine::SpeculativeOp
 std::unique_ptr<Model> load_draft_model(const ParsedArgs& args, const Tokenizer& target, engine::EngineOptions& options) {
   const std::optional<std::string> path = args.get("--draft-model");
   if (!path) return nullptr;
-  auto draft = std::make_unique<Model>(Model::load(*path));
+  auto draft = std::make_unique<Model>(Model::load(*path, MapMode::kAuto, options.matmul.isa));
   try {
     engine::check_same_vocabulary(target, load_tokenizer(*draft, *path, std::nullopt));
   } catch (const Error& e) {

@@ -1,7 +1,7 @@
 // --matmul, shared by the commands that run the forward pass directly (logits,
 // perplexity): native (activations in the weights' partner format, as
 // llama.cpp) or f32 (f32 activations: the fixtures' dequantize-then-f32
-// arithmetic); and --isa (logits, perplexity, bench), which forces a kernel
+// arithmetic); and --isa (logits, perplexity, bench, run), which forces a kernel
 // variant, e.g. the AVX2 path on an AVX-512 host.
 #pragma once
 
