@@ -54,8 +54,10 @@ GemmKernel gemm_kernel_avx512(DType t);
 GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
-// Kernels over interleaved weights (kernels/interleave.h).
+// Kernels over interleaved weights (kernels/interleave.h). The AVX-512 VNNI
+// table takes prompts and hands one token to the AVX2 one.
 GemmKernel gemm_kernel_avx2_interleaved(DType t);
+GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t);
 
 // Covers rows x tokens of `a` with R x T register tiles, then the edges with
 // R x 1, 1 x T and 1 x 1 tiles: tile.template run<R, T>(row, token).

@@ -275,7 +275,12 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
 }
 
 GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
-  return isa == Isa::kAvx2 ? gemm_kernel_avx2_interleaved(t) : GemmKernel{};
+  switch (isa) {
+    case Isa::kAvx2: return gemm_kernel_avx2_interleaved(t);
+    case Isa::kAvx512Vnni:
+    case Isa::kAvx512Bf16: return gemm_kernel_avx512_vnni_interleaved(t);
+    default: return {};
+  }
 }
 
 }  // namespace tokamak::kernels

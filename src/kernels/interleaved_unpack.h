@@ -1,0 +1,224 @@
+// Internal to matmul_avx2_interleaved.cpp and matmul_avx512_vnni_interleaved.cpp:
+// reading groups of 8 interleaved rows (kernels/interleave.h) with 256-bit
+// vectors, one row per 32-bit lane: the activation rows, the K-quants' scale
+// unpacking, and a super-block's values unpacked once for many tokens.
+// Written once and compiled by each of those files under its own target
+// (included inside its target region); everything has internal linkage, so
+// no function compiled for one target stands in for the other's.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_act.h"
+
+namespace tokamak::kernels {
+namespace {
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Activations j*4 .. j*4+3 of a block in every 32-bit lane.
+inline __m256i broadcast4(const uint8_t* xq, int j) {
+  int32_t v;
+  std::memcpy(&v, xq + 4 * j, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+struct ActRows {
+  const uint8_t* base;
+  size_t stride;
+  ActLayout layout;
+  const uint8_t* qs(int64_t t) const { return base + static_cast<size_t>(t) * stride; }
+  const float* d(int64_t t) const { return reinterpret_cast<const float*>(qs(t) + layout.d_offset); }
+  const int16_t* sums(int64_t t) const { return reinterpret_cast<const int16_t*>(qs(t) + layout.sums_offset); }
+};
+
+// A super-block's scales and mins for 8 rows: scales as bytes at 8s + r
+// (sub-block s, row r); mins as 4 vectors of int16 pairs (m[2p][r],
+// m[2p + 1][r]) per row lane r, for vpmaddwd against the activations' sub-block sums.
+struct Q4KScales {
+  alignas(32) uint8_t sc[64];
+  __m256i m16[4];
+};
+
+inline void unpack_q4_k_scales(const uint8_t* p, Q4KScales& out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i l0 = load256(p + 32), l1 = load256(p + 64), h = load256(p + 96);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out.sc), _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out.sc + 32), _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(h, m30)));
+  alignas(32) uint8_t mn[64];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mn),
+                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32),
+                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)));
+  for (int q = 0; q < 4; ++q) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * q));
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * q + 8));
+    out.m16[q] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+  }
+}
+
+inline __m256i scales_of(const Q4KScales& s, int sub) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc + 8 * sub)));
+}
+
+// Q6_K values (0..63) of ql and qh line m of half h: q[j] holds elements
+// 128h + 32j + 4m .. +3 of each row.
+inline void q6_k_values(const uint8_t* p, int h, int m, __m256i q[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = load256(p + 144 + 256 * (2 * h) + 32 * m);
+  const __m256i ql1 = load256(p + 144 + 256 * (2 * h + 1) + 32 * m);
+  const __m256i qh = load256(p + 1168 + 256 * h + 32 * m);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
+// ---- Q4_K and Q6_K, many tokens: each group unpacked once per call ----
+//
+// A prompt's tokens meet every group of weights many times, and the kernels
+// above unpack nibbles (Q4_K) or assemble 6-bit values (Q6_K) again for every
+// pair of tokens. Unpacked once into a buffer (L1 for k = 2048, L2 beyond),
+// each 32-byte line of 8 rows' values costs a token tile one load, and each
+// token's work per line is the vpmaddubsw, its add and the activations'
+// broadcast. The integer sums are the same exact values (only grouped
+// differently: scale x (pair sum) by vpmaddwd), and the float steps per
+// super-block are the direct kernels' own, so results are bitwise the same.
+
+// One super-block of a group, unpacked. Line L holds elements 4L..4L+3 of
+// each row, as unsigned values (Q4_K 0..15, Q6_K 0..63).
+struct UnpackedSuperBlock {
+  alignas(32) uint8_t q[64 * 32];
+  __m256i scale[16];   // row r's scale of sub-block s as an int16 pair in lane r (Q4_K: 8 of 32, Q6_K: 16 of 16)
+  __m256i offset[8];   // Q4_K: the mins as Q4KScales::m16; Q6_K: the scales as int16 pairs (s = 2c, 2c + 1)
+  __m256 d, dmin;
+};
+
+// (v, v) int16 pairs from int32 lanes (|v| < 2^15).
+inline __m256i int16_pairs(__m256i v) {
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+struct Q4_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 144;
+  static constexpr int64_t kMinTokens = 4;  // below: group_tile_q4_k
+  // Lines summed in int16 before the scale: |pair| <= 2 x 15 x 128, 8 lines <= 30720.
+  static constexpr int kPieceLines = 8;
+  static constexpr int kScaleLines = 8;  // 32 elements per scale
+  static constexpr int kOffsets = 4;     // UnpackedSuperBlock::offset vectors in use
+  // Everything but the values (Q5_K's too).
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    Q4KScales sc;
+    unpack_q4_k_scales(p, sc);
+    for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
+    for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    unpack_scales(p, u);
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = load256(p + 128 + 256 * j + 32 * c);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * j + c)), _mm256_and_si256(v, m4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * j + 8 + c)), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+    }
+  }
+  // group_tile_q4_k's float steps for one token and super-block.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+    const __m256i xs = _mm256_hadd_epi16(bs, bs);
+    __m256i msum = _mm256_setzero_si256();
+    for (int q = 0; q < 4; ++q) {
+      const __m256i pair = _mm256_permutevar8x32_epi32(xs, _mm256_set1_epi32(q < 2 ? q : q + 2));
+      msum = _mm256_add_epi32(msum, _mm256_madd_epi16(u.offset[q], pair));
+    }
+    const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
+  }
+};
+
+// Bit b of each byte of v moved to bit 4 (0x10 or 0).
+template <int B>
+inline __m256i bit_to_16(__m256i v) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if constexpr (B <= 4) return _mm256_and_si256(_mm256_slli_epi16(v, 4 - B), bit4);
+  return _mm256_and_si256(_mm256_srli_epi16(v, B - 4), bit4);
+}
+
+// Q5_K: Q4_K's nibbles plus a fifth bit from qh (element 64j + l: bit 2j of
+// qh[l]; 64j + 32 + l: bit 2j + 1), the same scales, mins and float steps.
+struct Q5_KUnpacked : Q4_KUnpacked {  // Q4_K's unpack_scales and finish
+  static constexpr size_t kBlockBytes = 8 * 176;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_q5_k_decode
+  // |pair| <= 2 x 31 x 128: four lines fit int16 (31,744).
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 8;
+  template <int J>
+  static void unpack_chunk(const uint8_t* p, UnpackedSuperBlock& u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 8; ++c) {
+      const __m256i v = load256(p + 128 + 256 * J + 32 * c), h = load256(p + 1152 + 32 * c);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * J + c)), _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_16<2 * J>(h)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (16 * J + 8 + c)),
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h)));
+    }
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    unpack_scales(p, u);
+    unpack_chunk<0>(p, u);
+    unpack_chunk<1>(p, u);
+    unpack_chunk<2>(p, u);
+    unpack_chunk<3>(p, u);
+  }
+};
+
+struct Q6_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 210;
+  static constexpr int64_t kMinTokens = 4;  // below: group_tile_q6_k
+  // |pair| <= 2 x 63 x 128: two lines fit int16.
+  static constexpr int kPieceLines = 2;
+  static constexpr int kScaleLines = 4;  // 16 elements per scale
+  static constexpr int kOffsets = 8;
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
+    const uint8_t* scales = p + 16;
+    for (int s = 0; s < 16; ++s) {
+      u.scale[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s))));
+    }
+    for (int c = 0; c < 8; ++c) {
+      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c));
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c + 8));
+      u.offset[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+    }
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_setzero_ps();
+    for (int h = 0; h < 2; ++h) {
+      for (int m = 0; m < 8; ++m) {
+        __m256i q[4];
+        q6_k_values(p, h, m, q);
+        for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (32 * h + 8 * j + m)), q[j]);
+      }
+    }
+  }
+  // group_tile_q6_k's steps for one token and super-block: minus 32 x the
+  // scales against the activations' sums per 16, then one float step.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+    __m256i offset = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      offset = _mm256_add_epi32(offset, _mm256_madd_epi16(u.offset[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
+    }
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
+  }
+};
+
+}  // namespace
+}  // namespace tokamak::kernels

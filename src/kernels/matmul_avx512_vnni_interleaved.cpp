@@ -1,0 +1,334 @@
+// AVX-512 VNNI kernels over weights interleaved 8 rows at a time
+// (kernels/interleave.h), for prompts: Q4_0 and Q8_0 against Q8_0
+// activations, Q4_K, Q5_K and Q6_K against Q8_K ones.
+//
+// Two groups side by side fill a 512-bit register: a 32-byte line of group g
+// (4 quants of each of its 8 rows) in the low half, the same line of group
+// g + 1 in the high half, one row per 32-bit lane. Each token's 4 activations
+// of that line are one broadcast, and one vpdpbusd adds the 16 rows' 4
+// products into their lanes: per line and token one instruction, against the
+// AVX2 kernels' vpmaddubsw and its add (and their widening) for 8 rows.
+//
+// One token (decode) goes to the AVX2 kernels, which stream the weights at the
+// memory's speed already; so do the last odd group and the plain tail rows.
+// Batch invariance holds across the two: per block (super-block) each lane's
+// integer sum is the same exact value, and the float steps on it are the AVX2
+// kernels' own, lane for lane (tested bitwise in interleave_test.cpp).
+#include "kernels/isa.h"
+#include "kernels/matmul_kernels.h"
+
+#if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>  // std::is_same_v
+#include <vector>
+
+#include "kernels/interleave.h"
+#include "kernels/matmul_act.h"
+
+TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_VNNI)
+
+#include "kernels/interleaved_unpack.h"
+
+namespace tokamak::kernels {
+namespace {
+
+// [a, b]: group g's half in the low 256 bits, group g + 1's in the high.
+inline __m512i halves(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+inline __m512 halves(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+// Activations 4j .. 4j + 3 of a block in every 32-bit lane (a broadcast load).
+inline __m512i broadcast4_16(const uint8_t* xq, int j) {
+  int32_t v;
+  std::memcpy(&v, xq + 4 * j, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// Tokens per tile: T sums and T float accumulators in registers.
+constexpr int kTokens = 8;
+// How far ahead each group's weights are prefetched (as the AVX2 kernels).
+constexpr size_t kPrefetchBlocks = 16;
+
+// Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
+GemmArgs rows_from(const GemmArgs& a, int64_t r) {
+  GemmArgs rest = a;
+  rest.w = a.w + static_cast<size_t>(r) * a.w_stride;
+  rest.y = a.y + r;
+  rest.n_rows = a.n_rows - r;
+  return rest;
+}
+
+// ---- Q4_0 and Q8_0: lines outside, tokens inside ----
+//
+// F::sums<T>(p0, p1, xq, s) adds each token's products of one block of the
+// two groups into s[t]; F::total(s, activations' block sum) is the block's
+// exact integer dot (as the AVX2 Q4_0Lines / Q8_0Lines totals).
+
+// Q4_0: nibbles 0..15 (unsigned, as vpdpbusd wants); q - 8 is the value, so 8 x
+// the activations' sum comes off.
+struct Q4_0Pair {
+  static constexpr size_t kBlockBytes = 8 * 18;
+  template <int T>
+  static void sums(const uint8_t* p0, const uint8_t* p1, const uint8_t* const* xq, __m512i* s) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = halves(load256(p0 + 16 + 32 * c), load256(p1 + 16 + 32 * c));
+      const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        s[t] = _mm512_dpbusd_epi32(s[t], lo, broadcast4_16(xq[t], c));
+        s[t] = _mm512_dpbusd_epi32(s[t], hi, broadcast4_16(xq[t], c + 4));
+      }
+    }
+  }
+  static __m512i total(__m512i s, int16_t xsum) { return _mm512_sub_epi32(s, _mm512_set1_epi32(8 * static_cast<int32_t>(xsum))); }
+};
+
+// Q8_0: signed weights made unsigned by w + 128 (a flipped top bit); 128 x
+// the activations' sum comes off.
+struct Q8_0Pair {
+  static constexpr size_t kBlockBytes = 8 * 34;
+  template <int T>
+  static void sums(const uint8_t* p0, const uint8_t* p1, const uint8_t* const* xq, __m512i* s) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = _mm512_xor_si512(halves(load256(p0 + 16 + 32 * c), load256(p1 + 16 + 32 * c)), flip);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], w, broadcast4_16(xq[t], c));
+    }
+  }
+  static __m512i total(__m512i s, int16_t xsum) { return _mm512_sub_epi32(s, _mm512_set1_epi32(128 * static_cast<int32_t>(xsum))); }
+};
+
+// Groups g0 and g0 + 1 (g0 at `g`, the next group_bytes on) against
+// activation rows [t0, t0 + T).
+template <class F, int T>
+void pair_tile_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  const uint8_t* xq[T];
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    xq[t] = x.qs(t0 + t);
+    acc[t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p0 = g + static_cast<size_t>(b) * F::kBlockBytes;
+    const uint8_t* p1 = p0 + group_bytes;
+    for (size_t line = 0; line < F::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p1 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+    }
+    const uint8_t* xb[T];
+    __m512i s[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      xb[t] = xq[t] + 32 * b;
+      s[t] = _mm512_setzero_si512();
+    }
+    F::template sums<T>(p0, p1, xb, s);
+    const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512i total = F::total(s[t], x.sums(t0 + t)[b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(x.d(t0 + t)[b])), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+// The last n % kTokens tokens of a pair of groups: one tile of exactly that many.
+template <class F, int T>
+void pair_rest_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRows& x, int64_t t0, int64_t rest, float* y,
+                  int64_t ldy) {
+  if constexpr (T > 0) {
+    if (rest == T) {
+      pair_tile_32<F, T>(g, group_bytes, nb, x, t0, y, ldy);
+    } else {
+      pair_rest_32<F, T - 1>(g, group_bytes, nb, x, t0, rest, y, ldy);
+    }
+  }
+}
+
+template <class F>
+void gemm_pairs_32(const GemmArgs& a) {
+  const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
+  if (a.n_tokens < 2) {
+    avx2(a);
+    return;
+  }
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
+    float* y = a.y + 2 * p * kInterleaveRows;
+    int64_t t = 0;
+    for (; t + kTokens <= a.n_tokens; t += kTokens) pair_tile_32<F, kTokens>(g, group_bytes, a.k / 32, x, t, y, a.ldy);
+    pair_rest_32<F, kTokens - 1>(g, group_bytes, a.k / 32, x, t, a.n_tokens - t, y, a.ldy);
+  }
+  if (2 * pairs * kInterleaveRows < a.n_rows) avx2(rows_from(a, 2 * pairs * kInterleaveRows));
+}
+
+// ---- Q4_K, Q5_K and Q6_K: two groups unpacked once per call ----
+
+// One super-block of two groups, unpacked (UnpackedSuperBlock's values and
+// scales, the two groups side by side): line L holds elements 4L..4L+3 of
+// the 16 rows.
+struct UnpackedPair {
+  alignas(64) uint8_t q[64 * 64];
+  __m512i scale[16];  // the sub-block's scale per row lane, int32
+  __m512i offset[8];  // UnpackedSuperBlock::offset of both groups
+  __m512 d, dmin;
+};
+
+template <class K>
+void unpack_pair(const uint8_t* p0, const uint8_t* p1, UnpackedPair& out) {
+  UnpackedSuperBlock u0, u1;
+  K::unpack(p0, u0);
+  K::unpack(p1, u1);
+  for (int line = 0; line < 64; ++line) {
+    const __m512i v = halves(_mm256_load_si256(reinterpret_cast<const __m256i*>(u0.q + 32 * line)),
+                             _mm256_load_si256(reinterpret_cast<const __m256i*>(u1.q + 32 * line)));
+    _mm512_store_si512(out.q + 64 * line, v);
+  }
+  // The scales are (v, v) int16 pairs: the high half, shifted down, is v.
+  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
+  for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
+  out.d = halves(u0.d, u1.d);
+  out.dmin = halves(u0.dmin, u1.dmin);
+}
+
+// Q4_KUnpacked::finish and Q6_KUnpacked::finish for 16 row lanes: the same
+// integer offsets and float steps, lane for lane.
+template <class K>
+__m512 finish_pair(const UnpackedPair& u, __m512i isum, const ActRows& x, int64_t t, int64_t sb, __m512 acc) {
+  const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb);  // int16 sums per 16 activations
+  const __m512 dx = _mm512_set1_ps(x.d(t)[sb]);
+  if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
+    __m512i offset = _mm512_setzero_si512();
+    for (int c = 0; c < 8; ++c) offset = _mm512_add_epi32(offset, _mm512_madd_epi16(u.offset[c], broadcast4_16(bs, c)));
+    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(offset, 5));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(u.d, dx), acc);
+  } else {
+    // Sums per 32 as int16 pairs: (s0, s1) (s2, s3) in dwords 0, 1, (s4, s5) (s6, s7) in 4, 5.
+    const __m256i b = load256(bs);
+    const __m512i xs = _mm512_castsi256_si512(_mm256_hadd_epi16(b, b));
+    __m512i msum = _mm512_setzero_si512();
+    for (int q = 0; q < 4; ++q) {
+      const __m512i pair = _mm512_permutexvar_epi32(_mm512_set1_epi32(q < 2 ? q : q + 2), xs);
+      msum = _mm512_add_epi32(msum, _mm512_madd_epi16(u.offset[q], pair));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(u.d, dx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(u.dmin, dx), acc);
+  }
+}
+
+// One unpacked pair of groups against activation rows [t0, t0 + T): per
+// sub-block each token's sum of value x activation (int32, exact), times the
+// row's scale.
+template <class K, int T>
+void unpacked_pair_tile(const UnpackedPair* u, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const UnpackedPair& b = u[sb];
+    const uint8_t* xq[T];
+    __m512i isum[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      xq[t] = x.qs(t0 + t) + 256 * sb;
+      isum[t] = _mm512_setzero_si512();
+    }
+    for (int sub = 0; sub < 64 / K::kScaleLines; ++sub) {
+      __m512i s[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int l = 0; l < K::kScaleLines; ++l) {
+        const int line = sub * K::kScaleLines + l;
+        const __m512i w = _mm512_load_si512(b.q + 64 * line);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s[t] = _mm512_dpbusd_epi32(s[t], w, broadcast4_16(xq[t], line));
+          asm("" : "+v"(s[t]));  // one chain per token in a register (see unpacked_tile)
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], b.scale[sub]));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t] = finish_pair<K>(b, isum[t], x, t0 + t, sb, acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+template <class K, int T>
+void unpacked_pair_rest(const UnpackedPair* u, int64_t n_sb, const ActRows& x, int64_t t0, int64_t rest, float* y, int64_t ldy) {
+  if constexpr (T > 0) {
+    if (rest == T) {
+      unpacked_pair_tile<K, T>(u, n_sb, x, t0, y, ldy);
+    } else {
+      unpacked_pair_rest<K, T - 1>(u, n_sb, x, t0, rest, y, ldy);
+    }
+  }
+}
+
+// Below K::kMinTokens tokens the AVX2 kernels run (their direct kernels: one
+// token's pass over a group costs about what unpacking it does).
+template <class K>
+void gemm_k_pairs(const GemmArgs& a) {
+  const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
+  if (a.n_tokens < K::kMinTokens) {
+    avx2(a);
+    return;
+  }
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
+  const int64_t n_sb = a.k / 256;
+  thread_local std::vector<UnpackedPair> unpacked;
+  if (unpacked.size() < static_cast<size_t>(n_sb)) unpacked.resize(static_cast<size_t>(n_sb));
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
+    for (int64_t sb = 0; sb < n_sb; ++sb) {
+      const size_t at = static_cast<size_t>(sb) * K::kBlockBytes;
+      unpack_pair<K>(g + at, g + group_bytes + at, unpacked[static_cast<size_t>(sb)]);
+    }
+    float* y = a.y + 2 * p * kInterleaveRows;
+    int64_t t = 0;
+    for (; t + kTokens <= a.n_tokens; t += kTokens) unpacked_pair_tile<K, kTokens>(unpacked.data(), n_sb, x, t, y, a.ldy);
+    unpacked_pair_rest<K, kTokens - 1>(unpacked.data(), n_sb, x, t, a.n_tokens - t, y, a.ldy);
+  }
+  if (2 * pairs * kInterleaveRows < a.n_rows) avx2(rows_from(a, 2 * pairs * kInterleaveRows));
+}
+
+}  // namespace
+
+GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
+  switch (t) {
+    case DType::Q4_0: return {gemm_pairs_32<Q4_0Pair>, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_pairs_32<Q8_0Pair>, ActFormat::kQ8_0, true};
+    case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};
+    default: return {};
+  }
+}
+
+}  // namespace tokamak::kernels
+
+TOKAMAK_TARGET_REGION_END
+
+#else  // no x86 SIMD in this build
+
+namespace tokamak::kernels {
+GemmKernel gemm_kernel_avx512_vnni_interleaved(DType) { return {}; }
+}  // namespace tokamak::kernels
+
+#endif
