@@ -4,7 +4,12 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "kernels/isa.h"
 #include "kernels/quants_impl.h"
+
+#if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+#endif
 
 namespace tokamak::kernels {
 namespace {
@@ -46,7 +51,111 @@ void quantize_q8_k(const float* x, std::byte* dst, int64_t k, const ActLayout& l
 
 }  // namespace
 
+#if TOKAMAK_HAVE_X86_SIMD
+TOKAMAK_TARGET_REGION_AVX2
+namespace {
+
+// The largest |x| of n floats (n a multiple of 8); a NaN never wins, as in
+// the scalar loops' compares (vmaxps returns its second operand then).
+inline float abs_max(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+}
+
+// q = round-half-even(x * scale) of 32 floats (|q| <= 2^22: what cvtps does
+// under the default rounding mode equals nearest_int), optionally capped at
+// 127, stored as int8 at q; sums[0] and sums[1] get the int32 lanes whose
+// totals are the sums of q 0..15 and 16..31.
+template <bool kCap127>
+inline void quantize32(const float* x, float scale, int8_t* q, __m256i sums[2]) {
+  const __m256 s = _mm256_set1_ps(scale);
+  __m256i v[4];
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), s));
+    if constexpr (kCap127) v[i] = _mm256_min_epi32(v[i], _mm256_set1_epi32(127));
+  }
+  // The packs work per 128-bit lane: dword j of the result holds q 4j..4j+3 of
+  // the order 0 4 1 5 2 6 3 7, which the permutation undoes.
+  const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  sums[0] = _mm256_add_epi32(v[0], v[1]);
+  sums[1] = _mm256_add_epi32(v[2], v[3]);
+}
+
+inline int32_t sum8(__m256i v) {
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+}
+
+void quantize_q8_0_avx2(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
+  auto* sums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+    const float amax = abs_max(x, 32);
+    d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    __m256i s[2];
+    quantize32<false>(x, id, qs + 32 * b, s);
+    sums[b] = static_cast<int16_t>(sum8(_mm256_add_epi32(s[0], s[1])));
+  }
+}
+
+void quantize_q8_k_avx2(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
+  auto* bsums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+  for (int64_t b = 0; b < k / 256; ++b, x += 256) {
+    const float amax = abs_max(x, 256);
+    if (amax == 0.0f) continue;  // zeros, as quant_q8_k leaves the block (the row was cleared)
+    // signed_absmax: the first value of that magnitude, with its sign.
+    const __m256 target = _mm256_set1_ps(amax), sign = _mm256_set1_ps(-0.0f);
+    float max = 0.0f;
+    for (int i = 0; i < 256; i += 8) {
+      const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), target, _CMP_EQ_OQ));
+      if (hits != 0) {
+        max = x[i + __builtin_ctz(static_cast<unsigned>(hits))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 8; ++j) {  // 32 values: two sums of 16
+      __m256i s[2];
+      quantize32<true>(x + 32 * j, iscale, qs + 256 * b + 32 * j, s);
+      bsums[16 * b + 2 * j] = static_cast<int16_t>(sum8(s[0]));
+      bsums[16 * b + 2 * j + 1] = static_cast<int16_t>(sum8(s[1]));
+    }
+    d[b] = 1.0f / iscale;
+  }
+}
+
+}  // namespace
+TOKAMAK_TARGET_REGION_END
+#endif
+
 void quantize_act_row(ActFormat f, const float* x, std::byte* dst, int64_t k) {
+#if TOKAMAK_HAVE_X86_SIMD
+  static const bool avx2 = isa_supported(Isa::kAvx2);
+  if (avx2 && (f == ActFormat::kQ8_0 || f == ActFormat::kQ8_K)) {
+    const ActLayout l = act_layout(f, k);
+    std::memset(dst, 0, l.row_bytes);  // the padding the kernels may read
+    if (f == ActFormat::kQ8_0) {
+      quantize_q8_0_avx2(x, dst, k, l);
+    } else {
+      quantize_q8_k_avx2(x, dst, k, l);
+    }
+    return;
+  }
+#endif
+  quantize_act_row_scalar(f, x, dst, k);
+}
+
+void quantize_act_row_scalar(ActFormat f, const float* x, std::byte* dst, int64_t k) {
   const ActLayout l = act_layout(f, k);
   std::memset(dst, 0, l.row_bytes);  // the padding the kernels may read
   switch (f) {

@@ -72,4 +72,9 @@ inline ActLayout act_layout(ActFormat f, int64_t k) {
 // so variants differ only in the order of their float additions.
 void quantize_act_row(ActFormat f, const float* x, std::byte* dst, int64_t k);
 
+// The same bytes from portable scalar code: what quantize_act_row runs where
+// the CPU has no AVX2 (its Q8_0 and Q8_K loops are vectorized there, a few %
+// of a prompt's time), and what the tests hold the vectorized code to.
+void quantize_act_row_scalar(ActFormat f, const float* x, std::byte* dst, int64_t k);
+
 }  // namespace tokamak::kernels

@@ -1,0 +1,98 @@
+// The vectorized activation quantizers (Q8_0, Q8_K) against the portable
+// scalar ones, byte for byte: the scalar code reproduces llama.cpp's
+// quantize_row_q8_0 and ggml's quantize_row_q8_K, and every kernel reads
+// these bytes, so any difference would move every quantized product.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul_act.h"
+
+namespace tokamak::kernels {
+namespace {
+
+std::vector<std::byte> quantized(ActFormat f, const std::vector<float>& x, bool scalar) {
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<std::byte> out(act_layout(f, k).row_bytes + 64);
+  std::byte* dst = out.data() + (64 - reinterpret_cast<uintptr_t>(out.data()) % 64) % 64;
+  if (scalar) {
+    quantize_act_row_scalar(f, x.data(), dst, k);
+  } else {
+    quantize_act_row(f, x.data(), dst, k);
+  }
+  return {dst, dst + act_layout(f, k).row_bytes};
+}
+
+// Rows that probe the edges: ties of magnitude with either sign first, exact
+// halves after scaling (round half to even), zero blocks, a lone value, tiny
+// and huge magnitudes, and plain random rows at several scales.
+std::vector<std::vector<float>> rows(int64_t k, std::mt19937& rng) {
+  std::vector<std::vector<float>> out;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float scale : {1.0f, 1e-3f, 37.5f, 1e-30f, 1e20f}) {
+    std::vector<float> x(static_cast<size_t>(k));
+    for (float& v : x) v = scale * normal(rng);
+    out.push_back(x);
+  }
+  std::vector<float> ties(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) ties[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 3.0f;
+  for (int64_t b = 0; b < k; b += 32) {
+    ties[static_cast<size_t>(b + 5)] = (b / 32) % 2 == 0 ? -127.0f : 127.0f;  // the block's largest, one sign
+    ties[static_cast<size_t>(b + 9)] = (b / 32) % 2 == 0 ? 127.0f : -127.0f;  // the same magnitude, the other
+    ties[static_cast<size_t>(b + 12)] = 2.5f;                                  // x * 127 / 127: a half
+    ties[static_cast<size_t>(b + 13)] = -3.5f;
+  }
+  out.push_back(ties);
+  std::vector<float> sparse(static_cast<size_t>(k), 0.0f);
+  sparse[static_cast<size_t>(k / 2 + 3)] = -0.75f;  // one value; every other block all zeros
+  sparse[1] = -0.0f;
+  out.push_back(sparse);
+  return out;
+}
+
+TEST(ActivationQuantization, VectorizedEqualsScalarByteForByte) {
+  std::mt19937 rng(11);
+  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    for (int64_t k : {256, 2048, 5632}) {
+      int n = 0;
+      for (const std::vector<float>& x : rows(k, rng)) {
+        EXPECT_EQ(quantized(f, x, false), quantized(f, x, true))
+            << (f == ActFormat::kQ8_0 ? "q8_0" : "q8_K") << " k=" << k << " row " << n;
+        ++n;
+      }
+    }
+  }
+}
+
+// The scalar Q8_0 against a hand computation: amax 127 makes the scale 1, so
+// q is x rounded half to even, d is 1 and the sum is theirs.
+TEST(ActivationQuantization, Q8_0RoundsHalvesToEven) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  x[4] = 1.5f;
+  for (bool scalar : {true, false}) {
+    const std::vector<std::byte> q = quantized(ActFormat::kQ8_0, x, scalar);
+    const auto* qs = reinterpret_cast<const int8_t*>(q.data());
+    EXPECT_EQ(qs[0], 127);
+    EXPECT_EQ(qs[1], 2);
+    EXPECT_EQ(qs[2], -4);
+    EXPECT_EQ(qs[3], 0);
+    EXPECT_EQ(qs[4], 2);
+    const ActLayout l = act_layout(ActFormat::kQ8_0, 32);
+    float d;
+    std::memcpy(&d, q.data() + l.d_offset, sizeof d);
+    EXPECT_EQ(d, 1.0f);
+    int16_t sum;
+    std::memcpy(&sum, q.data() + l.sums_offset, sizeof sum);
+    EXPECT_EQ(sum, 127 + 2 - 4 + 0 + 2);
+  }
+}
+
+}  // namespace
+}  // namespace tokamak::kernels
