@@ -187,8 +187,7 @@ struct Q6_KUnpacked {
   static constexpr int kPieceLines = 2;
   static constexpr int kScaleLines = 4;  // 16 elements per scale
   static constexpr int kOffsets = 8;
-  // Everything but the values.
-  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
     const uint8_t* scales = p + 16;
     for (int s = 0; s < 16; ++s) {
       u.scale[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s))));
@@ -200,9 +199,6 @@ struct Q6_KUnpacked {
     }
     u.d = _mm256_cvtph_ps(load128(p));
     u.dmin = _mm256_setzero_ps();
-  }
-  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
-    unpack_scales(p, u);
     for (int h = 0; h < 2; ++h) {
       for (int m = 0; m < 8; ++m) {
         __m256i q[4];

@@ -175,28 +175,14 @@ void gemm_pairs_32(const GemmArgs& a) {
 
 // ---- Q4_K, Q5_K and Q6_K: two groups unpacked once per call ----
 
-// A super-block's scales of two groups side by side (UnpackedSuperBlock's,
-// 16 row lanes).
-struct PairScales {
+// One super-block of two groups, unpacked (UnpackedSuperBlock's values and
+// scales, the two groups side by side): line L holds elements 4L..4L+3 of
+// the 16 rows.
+struct UnpackedPair {
+  alignas(64) uint8_t q[64 * 64];
   __m512i scale[16];  // the sub-block's scale per row lane, int32
   __m512i offset[8];  // UnpackedSuperBlock::offset of both groups
   __m512 d, dmin;
-};
-
-template <class K>
-void pair_scales(const UnpackedSuperBlock& u0, const UnpackedSuperBlock& u1, PairScales& out) {
-  // The scales are (v, v) int16 pairs: the high half, shifted down, is v.
-  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
-  for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
-  out.d = halves(u0.d, u1.d);
-  out.dmin = halves(u0.dmin, u1.dmin);
-}
-
-// One super-block of two groups, unpacked (UnpackedSuperBlock's values, the
-// two groups side by side): line L holds elements 4L..4L+3 of the 16 rows.
-struct UnpackedPair {
-  alignas(64) uint8_t q[64 * 64];
-  PairScales s;
 };
 
 template <class K>
@@ -209,13 +195,17 @@ void unpack_pair(const uint8_t* p0, const uint8_t* p1, UnpackedPair& out) {
                              _mm256_load_si256(reinterpret_cast<const __m256i*>(u1.q + 32 * line)));
     _mm512_store_si512(out.q + 64 * line, v);
   }
-  pair_scales<K>(u0, u1, out.s);
+  // The scales are (v, v) int16 pairs: the high half, shifted down, is v.
+  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
+  for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
+  out.d = halves(u0.d, u1.d);
+  out.dmin = halves(u0.dmin, u1.dmin);
 }
 
 // Q4_KUnpacked::finish and Q6_KUnpacked::finish for 16 row lanes: the same
 // integer offsets and float steps, lane for lane.
 template <class K>
-__m512 finish_pair(const PairScales& u, __m512i isum, const ActRows& x, int64_t t, int64_t sb, __m512 acc) {
+__m512 finish_pair(const UnpackedPair& u, __m512i isum, const ActRows& x, int64_t t, int64_t sb, __m512 acc) {
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb);  // int16 sums per 16 activations
   const __m512 dx = _mm512_set1_ps(x.d(t)[sb]);
   if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
@@ -269,10 +259,10 @@ void unpacked_pair_tile(const UnpackedPair* u, int64_t n_sb, const ActRows& x, i
         }
       }
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], b.s.scale[sub]));
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], b.scale[sub]));
     }
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[t] = finish_pair<K>(b.s, isum[t], x, t0 + t, sb, acc[t]);
+    for (int t = 0; t < T; ++t) acc[t] = finish_pair<K>(b, isum[t], x, t0 + t, sb, acc[t]);
   }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
@@ -289,124 +279,21 @@ void unpacked_pair_rest(const UnpackedPair* u, int64_t n_sb, const ActRows& x, i
   }
 }
 
-// ---- Q4_K and Q6_K, a few tokens: values straight from the packed lines ----
-//
-// Unpacking a group costs about what one token's pass over it does, so below
-// K::kMinTokens each token meets the packed lines directly, two groups at a
-// time: per super-block the two groups' scales (UnpackedSuperBlock's, as the
-// unpacked tiles have them), then per line the values against the token's 4
-// activations. The same exact integer sums per sub-block, the same finish.
-
-using PairDecodeFn = void (*)(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y);
-
+// Below K::kMinTokens tokens the AVX2 kernels run (their direct kernels: one
+// token's pass over a group costs about what unpacking it does).
 template <class K>
-inline void pair_decode_scales(const uint8_t* p0, const uint8_t* p1, PairScales& s) {
-  for (size_t line = 0; line < K::kBlockBytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p0 + 2 * K::kBlockBytes + line), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p1 + 2 * K::kBlockBytes + line), _MM_HINT_T0);
-  }
-  UnpackedSuperBlock u0, u1;  // scales only: q stays unused
-  K::unpack_scales(p0, u0);
-  K::unpack_scales(p1, u1);
-  pair_scales<K>(u0, u1, s);
-}
-
-inline __m512i pair_line(const uint8_t* p0, const uint8_t* p1, size_t at) { return halves(load256(p0 + at), load256(p1 + at)); }
-
-void q4_k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
-  constexpr size_t kBlock = Q4_KUnpacked::kBlockBytes;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < n_sb; ++sb) {
-    const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
-    const uint8_t* p1 = p0 + group_bytes;
-    PairScales s;
-    pair_decode_scales<Q4_KUnpacked>(p0, p1, s);
-    const uint8_t* xq = x.qs(t) + 256 * sb;
-    __m512i isum = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {  // low nibbles: sub-block 2j (UnpackedSuperBlock line 16j + c), high: 2j + 1
-      __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        const __m512i v = pair_line(p0, p1, 128 + 256 * static_cast<size_t>(j) + 32 * static_cast<size_t>(c));
-        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), broadcast4_16(xq + 64 * j, c));
-        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), broadcast4_16(xq + 64 * j + 32, c));
-      }
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, s.scale[2 * j]));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, s.scale[2 * j + 1]));
-    }
-    acc = finish_pair<Q4_KUnpacked>(s, isum, x, t, sb, acc);
-  }
-  _mm512_storeu_ps(y, acc);
-}
-
-// q6_k_values for two groups side by side.
-inline void q6_k_values_pair(const uint8_t* p0, const uint8_t* p1, int h, int m, __m512i q[4]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-  const size_t ml = 32 * static_cast<size_t>(m);
-  const __m512i ql0 = pair_line(p0, p1, 144 + 256 * static_cast<size_t>(2 * h) + ml);
-  const __m512i ql1 = pair_line(p0, p1, 144 + 256 * static_cast<size_t>(2 * h + 1) + ml);
-  const __m512i qh = pair_line(p0, p1, 1168 + 256 * static_cast<size_t>(h) + ml);
-  q[0] = _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-  q[1] = _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
-  q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m30));
-  q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
-}
-
-void q6_k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
-  constexpr size_t kBlock = Q6_KUnpacked::kBlockBytes;
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < n_sb; ++sb) {
-    const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
-    const uint8_t* p1 = p0 + group_bytes;
-    PairScales s;
-    pair_decode_scales<Q6_KUnpacked>(p0, p1, s);
-    const uint8_t* xq = x.qs(t) + 256 * sb;
-    __m512i isum = _mm512_setzero_si512();
-    for (int h = 0; h < 2; ++h) {
-      for (int half = 0; half < 2; ++half) {  // q[j] of m = 4 half .. 4 half + 3: sub-block 8h + 2j + half
-        __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 4
-        for (int mm = 0; mm < 4; ++mm) {
-          const int m = 4 * half + mm;
-          __m512i q[4];
-          q6_k_values_pair(p0, p1, h, m, q);
-#pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) sum[j] = _mm512_dpbusd_epi32(sum[j], q[j], broadcast4_16(xq + 128 * h + 32 * j, m));
-        }
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum[j], s.scale[8 * h + 2 * j + half]));
-      }
-    }
-    acc = finish_pair<Q6_KUnpacked>(s, isum, x, t, sb, acc);
-  }
-  _mm512_storeu_ps(y, acc);
-}
-
-// Below K::kMinTokens tokens: Decode per token where there is one (Q4_K,
-// Q6_K), else the AVX2 kernels.
-template <class K, PairDecodeFn Decode = nullptr>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
-  const size_t group_bytes = kInterleaveRows * a.w_stride;
-  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
   if (a.n_tokens < K::kMinTokens) {
-    if constexpr (Decode != nullptr) {
-      const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
-      for (int64_t p = 0; p < pairs; ++p) {
-        const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
-        for (int64_t t = 0; t < a.n_tokens; ++t) Decode(g, group_bytes, a.k / 256, x, t, a.y + t * a.ldy + 2 * p * kInterleaveRows);
-      }
-      if (2 * pairs * kInterleaveRows < a.n_rows) avx2(rows_from(a, 2 * pairs * kInterleaveRows));
-    } else {
-      avx2(a);
-    }
+    avx2(a);
     return;
   }
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
   const int64_t n_sb = a.k / 256;
   thread_local std::vector<UnpackedPair> unpacked;
   if (unpacked.size() < static_cast<size_t>(n_sb)) unpacked.resize(static_cast<size_t>(n_sb));
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
   for (int64_t p = 0; p < pairs; ++p) {
     const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
     for (int64_t sb = 0; sb < n_sb; ++sb) {
@@ -427,9 +314,9 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_pairs_32<Q4_0Pair>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_pairs_32<Q8_0Pair>, ActFormat::kQ8_0, true};
-    case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked, q4_k_pair_decode>, ActFormat::kQ8_K, true};
+    case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked, q6_k_pair_decode>, ActFormat::kQ8_K, true};
+    case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};
     default: return {};
   }
 }
