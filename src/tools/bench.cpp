@@ -153,11 +153,14 @@ std::vector<const TensorView*> matrices(const Model& model) {
 
 std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& pool, const kernels::MatmulOptions& matmul,
                                              int32_t n_tokens) {
-  // GEMV: ~128 KiB of weights per thread, in L2 with the activations beside
-  // them. GEMM reuses each weight n_tokens times, so memory cannot bound it:
+  // GEMV: ~512 KiB of weights per thread, in L2 (or a fast L3) with the
+  // activations beside them. With 128 KiB a call's fixed cost (waking the
+  // threads, converting the activations) was a large share of its time, and
+  // on a Xeon with 2 MiB of L2 decode ran at 110-134% of that "roofline"
+  // (F16, Q5_K_M); 512 KiB brought Q5_K_M to 76%. GEMM reuses each weight n_tokens times, so memory cannot bound it:
   // the whole tensor, which also keeps the activations' conversion (once a
   // call) at its real share.
-  constexpr size_t kSliceBytesPerThread = size_t{128} << 10;
+  constexpr size_t kSliceBytesPerThread = size_t{512} << 10;
   constexpr double kSeconds = 0.1;
   std::vector<KernelRate> rates;
   kernels::Matmul mm(matmul);
