@@ -55,7 +55,8 @@ GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
 // Kernels over interleaved weights (kernels/interleave.h). The AVX-512 VNNI
-// table takes prompts and hands one token to the AVX2 one.
+// table hands K-quant decode to the AVX2 one; plain AVX-512 uses the AVX2
+// table for the quantized types (gemm_kernel_interleaved).
 GemmKernel gemm_kernel_avx2_interleaved(DType t);
 GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t);
 
