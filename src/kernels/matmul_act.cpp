@@ -14,10 +14,19 @@
 namespace tokamak::kernels {
 namespace {
 
-void quantize_q8_0(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
-  auto* qs = reinterpret_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
-  auto* sums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+// The parts of a Q8_0 or Q8_K activation row (act_layout).
+struct Q8Row {
+  int8_t* qs;
+  float* d;
+  int16_t* sums;
+};
+Q8Row q8_row(std::byte* dst, const ActLayout& l) {
+  return {reinterpret_cast<int8_t*>(dst), reinterpret_cast<float*>(dst + l.d_offset),
+          reinterpret_cast<int16_t*>(dst + l.sums_offset)};
+}
+
+void quantize_q8_0(const float* x, int64_t k, const Q8Row& row) {
+  auto [qs, d, sums] = row;
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) {
@@ -36,10 +45,8 @@ void quantize_q8_0(const float* x, std::byte* dst, int64_t k, const ActLayout& l
   }
 }
 
-void quantize_q8_k(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
-  auto* qs = reinterpret_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
-  auto* bsums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+void quantize_q8_k(const float* x, int64_t k, const Q8Row& row) {
+  auto [qs, d, bsums] = row;
   for (int64_t b = 0; b < k / 256; ++b) {
     BlockQ8_K blk;
     detail::quant_q8_k(x + 256 * b, &blk, 1);
@@ -92,10 +99,8 @@ inline int32_t sum8(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
 }
 
-void quantize_q8_0_avx2(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
-  auto* qs = reinterpret_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
-  auto* sums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+void quantize_q8_0_avx2(const float* x, int64_t k, const Q8Row& row) {
+  auto [qs, d, sums] = row;
   for (int64_t b = 0; b < k / 32; ++b, x += 32) {
     const float amax = abs_max(x, 32);
     d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
@@ -106,10 +111,8 @@ void quantize_q8_0_avx2(const float* x, std::byte* dst, int64_t k, const ActLayo
   }
 }
 
-void quantize_q8_k_avx2(const float* x, std::byte* dst, int64_t k, const ActLayout& l) {
-  auto* qs = reinterpret_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(dst + l.d_offset);
-  auto* bsums = reinterpret_cast<int16_t*>(dst + l.sums_offset);
+void quantize_q8_k_avx2(const float* x, int64_t k, const Q8Row& row) {
+  auto [qs, d, bsums] = row;
   for (int64_t b = 0; b < k / 256; ++b, x += 256) {
     const float amax = abs_max(x, 256);
     if (amax == 0.0f) continue;  // zeros, as quant_q8_k leaves the block (the row was cleared)
@@ -138,24 +141,10 @@ void quantize_q8_k_avx2(const float* x, std::byte* dst, int64_t k, const ActLayo
 TOKAMAK_TARGET_REGION_END
 #endif
 
-void quantize_act_row(ActFormat f, const float* x, std::byte* dst, int64_t k) {
-#if TOKAMAK_HAVE_X86_SIMD
-  static const bool avx2 = isa_supported(Isa::kAvx2);
-  if (avx2 && (f == ActFormat::kQ8_0 || f == ActFormat::kQ8_K)) {
-    const ActLayout l = act_layout(f, k);
-    std::memset(dst, 0, l.row_bytes);  // the padding the kernels may read
-    if (f == ActFormat::kQ8_0) {
-      quantize_q8_0_avx2(x, dst, k, l);
-    } else {
-      quantize_q8_k_avx2(x, dst, k, l);
-    }
-    return;
-  }
-#endif
-  quantize_act_row_scalar(f, x, dst, k);
-}
+namespace {
 
-void quantize_act_row_scalar(ActFormat f, const float* x, std::byte* dst, int64_t k) {
+// One row in format f; `vectorized`: the Q8 formats through the AVX2 code.
+void convert_row(ActFormat f, const float* x, std::byte* dst, int64_t k, bool vectorized) {
   const ActLayout l = act_layout(f, k);
   std::memset(dst, 0, l.row_bytes);  // the padding the kernels may read
   switch (f) {
@@ -175,9 +164,23 @@ void quantize_act_row_scalar(ActFormat f, const float* x, std::byte* dst, int64_
       for (int64_t i = 0; i < k; ++i) out[i] = fp32_to_bf16(x[i]);
       break;
     }
-    case ActFormat::kQ8_0: quantize_q8_0(x, dst, k, l); break;
-    case ActFormat::kQ8_K: quantize_q8_k(x, dst, k, l); break;
+#if TOKAMAK_HAVE_X86_SIMD
+    case ActFormat::kQ8_0: vectorized ? quantize_q8_0_avx2(x, k, q8_row(dst, l)) : quantize_q8_0(x, k, q8_row(dst, l)); break;
+    case ActFormat::kQ8_K: vectorized ? quantize_q8_k_avx2(x, k, q8_row(dst, l)) : quantize_q8_k(x, k, q8_row(dst, l)); break;
+#else
+    case ActFormat::kQ8_0: (void)vectorized; quantize_q8_0(x, k, q8_row(dst, l)); break;
+    case ActFormat::kQ8_K: quantize_q8_k(x, k, q8_row(dst, l)); break;
+#endif
   }
 }
+
+}  // namespace
+
+void quantize_act_row(ActFormat f, const float* x, std::byte* dst, int64_t k) {
+  static const bool avx2 = isa_supported(Isa::kAvx2);
+  convert_row(f, x, dst, k, avx2);
+}
+
+void quantize_act_row_scalar(ActFormat f, const float* x, std::byte* dst, int64_t k) { convert_row(f, x, dst, k, false); }
 
 }  // namespace tokamak::kernels

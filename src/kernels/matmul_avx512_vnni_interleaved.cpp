@@ -1,6 +1,6 @@
 // AVX-512 VNNI kernels over weights interleaved 8 rows at a time
-// (kernels/interleave.h), for prompts: Q4_0 and Q8_0 against Q8_0
-// activations, Q4_K, Q5_K and Q6_K against Q8_K ones.
+// (kernels/interleave.h): Q4_0 and Q8_0 against Q8_0 activations, Q4_K, Q5_K
+// and Q6_K prompts against Q8_K ones.
 //
 // Two groups side by side fill a 512-bit register: a 32-byte line of group g
 // (4 quants of each of its 8 rows) in the low half, the same line of group
