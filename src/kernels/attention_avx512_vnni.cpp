@@ -222,51 +222,126 @@ void unpermute(__m512i (&acc)[4]) {
 
 constexpr int kHeadBlock = 8;  // query heads whose scores are computed side by side
 
-// One online-softmax step of n (<= kHeadBlock) query heads sharing the KV
+// Adds one part (the query's hi or lo bytes, a pointer per head) of N heads'
+// integer dot products with the tile's keys over dwords [c0, c1) into
+// dot[h][half of 16 keys]. N is a constant so that the 2N accumulators stay
+// in registers (a run-time head count kept them in memory: a load and a store
+// around every VPDPBUSD).
+template <int N>
+[[gnu::always_inline]] inline void score_pass(const IntTile& t, const int8_t* const (&q)[N], int c0, int c1,
+                                                  __m512i (&dot)[N][2]) {
+  for (int h = 0; h < N; ++h) dot[h][0] = dot[h][1] = _mm512_setzero_si512();
+  for (int cc = c0; cc < c1; ++cc) {
+    const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
+    const __m512i k1 = _mm512_load_si512(&t.k[cc / 16][cc % 16][64]);
+#pragma GCC unroll 8
+    for (int h = 0; h < N; ++h) {
+      int32_t qd;
+      std::memcpy(&qd, q[h] + 4 * cc, sizeof(qd));
+      const __m512i qv = _mm512_set1_epi32(qd);
+      dot[h][0] = _mm512_dpbusd_epi32(dot[h][0], k0, qv);
+      dot[h][1] = _mm512_dpbusd_epi32(dot[h][1], k1, qv);
+    }
+  }
+}
+
+// acc[h] = acc[h] * corr[h] + w_scale * sum_j wq_j v_j for the HN heads at
+// h0, each V vector loaded serving all of them (4 x HN accumulators in
+// registers). In a segment, 128-bit lanes 0-1 hold values of V scale group
+// 2s and lanes 2-3 of group 2s + 1 (q4), or all of the row's one group (q8):
+// each half of the broadcast weights comes from its group.
+template <int HN>
+[[gnu::always_inline]] inline void value_pass(const IntTile& t, int s, int g_lo, int g_hi, int h0,
+                                             const uint8_t (&wq)[kHeadBlock][kMaxScaleGroups][kKeyTile],
+                                             const float* corr, const float* w_scale, float* const* states) {
+  __m512i sums[HN][4];
+  for (int h = 0; h < HN; ++h) {
+    for (int v = 0; v < 4; ++v) sums[h][v] = _mm512_setzero_si512();
+  }
+  for (int kg = 0; kg < kGroups; ++kg) {
+    const __m512i v0 = _mm512_load_si512(t.v[s][kg][0]);
+    const __m512i v1 = _mm512_load_si512(t.v[s][kg][1]);
+    const __m512i v2 = _mm512_load_si512(t.v[s][kg][2]);
+    const __m512i v3 = _mm512_load_si512(t.v[s][kg][3]);
+#pragma GCC unroll 4
+    for (int h = 0; h < HN; ++h) {
+      int32_t w_lo, w_hi;
+      std::memcpy(&w_lo, wq[h0 + h][g_lo] + 4 * kg, sizeof(w_lo));
+      std::memcpy(&w_hi, wq[h0 + h][g_hi] + 4 * kg, sizeof(w_hi));
+      const __m512i wv = _mm512_inserti64x4(_mm512_set1_epi32(w_lo), _mm256_set1_epi32(w_hi), 1);
+      sums[h][0] = _mm512_dpbusd_epi32(sums[h][0], wv, v0);
+      sums[h][1] = _mm512_dpbusd_epi32(sums[h][1], wv, v1);
+      sums[h][2] = _mm512_dpbusd_epi32(sums[h][2], wv, v2);
+      sums[h][3] = _mm512_dpbusd_epi32(sums[h][3], wv, v3);
+    }
+  }
+  for (int h = 0; h < HN; ++h) {
+    unpermute(sums[h]);
+    const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
+    float* acc = states[h0 + h] + 2 + s * kSegment;
+    for (int v = 0; v < 4; ++v) {
+      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kMaxScaleGroups + (v < 2 ? g_lo : g_hi)]);
+      _mm512_storeu_ps(acc + 16 * v,
+                       _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
+    }
+  }
+}
+
+// One online-softmax step of N (1, 2, 4 or 8) query heads sharing the KV
 // head over keys [jb, je) of the tile. states[h]: [m, l, acc[d]] of head h.
 // The heads go side by side through each phase so that their dependency
-// chains (dot products, reductions, exp) overlap instead of queueing.
-template <KvType KT, KvType VT>
-void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int n, const IntTile& t, int jb, int je,
+// chains (dot products, reductions, exp) overlap instead of queueing. Each
+// head's arithmetic is its own: how a group is split into N's changes no value.
+template <KvType KT, KvType VT, int N>
+void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, const IntTile& t, int jb, int je,
                   float scale, float* const* states) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int d = p.head_dim;
   const int segments = d / kSegment;
   // Scores: sum over K's scale groups of the group's integer dot products
-  // (hi and lo parts, a pass each with 16 accumulators in registers) times
-  // the keys' scales of that group. [head][half of 16 keys].
-  alignas(64) float sc[kHeadBlock][kKeyTile] = {};
+  // (hi and lo parts, a pass each) times the keys' scales of that group.
+  // [head][key].
+  alignas(64) float sc[N][kKeyTile] = {};
   const int k_groups = scale_groups(KT, d), v_groups = scale_groups(VT, d);
   const int dwords_per_group = d / 4 / k_groups;
+  const int8_t* q_hi[N];
+  const int8_t* q_lo[N];
+  for (int h = 0; h < N; ++h) {
+    q_hi[h] = q[h]->hi;
+    q_lo[h] = q[h]->lo;
+  }
   for (int g = 0; g < k_groups; ++g) {
+    const int c0 = g * dwords_per_group, c1 = c0 + dwords_per_group;
+    __m512i dot[N][2];
+    score_pass<N>(t, q_hi, c0, c1, dot);
+    // raw = (hi - 128 sum(hi)) + (lo - 128 sum(lo)) / kLoSteps, one rounding.
+    alignas(64) float raw[N][kKeyTile];
+    for (int h = 0; h < N; ++h) {
+      const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->group_sum(0, g, k_groups));
+      for (int half = 0; half < 2; ++half) {
+        _mm512_store_ps(raw[h] + 16 * half, _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[h][half], offset_hi)));
+      }
+    }
     // q4 K rounds to 1/16 of a row's range: the query's 8-bit rounding is
-    // noise beside it, so q4 K skips the correction pass (KL unchanged).
-    constexpr int kParts = KT == KvType::Q4 ? 1 : 2;
-    __m512i dot[2][kHeadBlock][2];
-    for (int h = 0; h < n; ++h) dot[1][h][0] = dot[1][h][1] = _mm512_setzero_si512();
-    for (int part = 0; part < kParts; ++part) {
-      for (int h = 0; h < n; ++h) dot[part][h][0] = dot[part][h][1] = _mm512_setzero_si512();
-      for (int cc = g * dwords_per_group; cc < (g + 1) * dwords_per_group; ++cc) {
-        const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
-        const __m512i k1 = _mm512_load_si512(&t.k[cc / 16][cc % 16][64]);
-        for (int h = 0; h < n; ++h) {
-          int32_t qd;
-          std::memcpy(&qd, (part == 0 ? q[h]->hi : q[h]->lo) + 4 * cc, sizeof(qd));
-          const __m512i qv = _mm512_set1_epi32(qd);
-          dot[part][h][0] = _mm512_dpbusd_epi32(dot[part][h][0], k0, qv);
-          dot[part][h][1] = _mm512_dpbusd_epi32(dot[part][h][1], k1, qv);
+    // noise beside it, so q4 K skips the correction pass (KL unchanged;
+    // fma(0, step, hi) would give hi's value exactly).
+    if constexpr (KT != KvType::Q4) {
+      score_pass<N>(t, q_lo, c0, c1, dot);
+      const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
+      for (int h = 0; h < N; ++h) {
+        const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
+        for (int half = 0; half < 2; ++half) {
+          float* at = raw[h] + 16 * half;
+          _mm512_store_ps(at, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[h][half], offset_lo)), lo_step,
+                                              _mm512_load_ps(at)));
         }
       }
     }
-    const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
-    for (int h = 0; h < n; ++h) {
-      const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->group_sum(0, g, k_groups));
-      const __m512i offset_lo = _mm512_set1_epi32(kParts == 2 ? 128 * q[h]->group_sum(1, g, k_groups) : 0);
+    for (int h = 0; h < N; ++h) {
       for (int half = 0; half < 2; ++half) {
-        const __m512 raw = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[1][h][half], offset_lo)), lo_step,
-                                           _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[0][h][half], offset_hi)));
         float* at = sc[h] + 16 * half;
-        _mm512_store_ps(at, _mm512_fmadd_ps(raw, _mm512_load_ps(t.k_scale[g] + 16 * half), _mm512_load_ps(at)));
+        _mm512_store_ps(at, _mm512_fmadd_ps(_mm512_load_ps(raw[h] + 16 * half), _mm512_load_ps(t.k_scale[g] + 16 * half),
+                                            _mm512_load_ps(at)));
       }
     }
   }
@@ -278,7 +353,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
   alignas(64) float m_old[16] = {}, m_new[16] = {}, corr[16];
   alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
       w_scale[kHeadBlock * kMaxScaleGroups];
-  for (int h = 0; h < n; ++h) {
+  for (int h = 0; h < N; ++h) {
     const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
     for (int half = 0; half < 2; ++half) _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), qs));
     if (p.softcap > 0.0f) {
@@ -291,7 +366,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
   }
   // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
   _mm512_store_ps(corr, Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(m_old), _mm512_load_ps(m_new))));
-  for (int h = 0; h < n; ++h) {
+  for (int h = 0; h < N; ++h) {
     if (m_old[h] == kNegInf) corr[h] = 0.0f;
     Avx512Ops::exp_shift(sc[h], kKeyTile, m_new[h]);
     states[h][0] = m_new[h];
@@ -302,13 +377,13 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
       w_max[h * kMaxScaleGroups + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
     }
   }
-  for (int i = 0; i < n * kMaxScaleGroups; i += 16) {
+  for (int i = 0; i < N * kMaxScaleGroups; i += 16) {
     const __m512 wm = _mm512_load_ps(w_max + i);
     const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
     _mm512_store_ps(w_inv + i, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
     _mm512_store_ps(w_scale + i, _mm512_div_ps(wm, _mm512_set1_ps(255.0f)));
   }
-  for (int h = 0; h < n; ++h) {
+  for (int h = 0; h < N; ++h) {
     for (int g = 0; g < v_groups; ++g) {
       const __m512 inv = _mm512_set1_ps(w_inv[h * kMaxScaleGroups + g]);
       for (int half = 0; half < 2; ++half) {
@@ -318,49 +393,23 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, int 
       }
     }
   }
-  // acc = acc * corr + w_scale * sum_j wq_j v_j, four heads at a time so that
-  // each V vector loaded serves four heads (16 accumulators in registers). In
-  // a segment, 128-bit lanes 0-1 hold values of V scale group 2s and lanes
-  // 2-3 of group 2s + 1 (q4), or all of the row's one group (q8): each half
-  // of the broadcast weights comes from its group.
+  constexpr int kValueHeads = N < 4 ? N : 4;
   for (int s = 0; s < segments; ++s) {
     const int g_lo = v_groups == 1 ? 0 : 2 * s;
     const int g_hi = v_groups == 1 ? 0 : 2 * s + 1;
-    for (int h0 = 0; h0 < n; h0 += 4) {
-      const int hn = std::min(4, n - h0);
-      __m512i sums[4][4];
-      for (int h = 0; h < hn; ++h) {
-        for (int v = 0; v < 4; ++v) sums[h][v] = _mm512_setzero_si512();
-      }
-      for (int kg = 0; kg < kGroups; ++kg) {
-        const __m512i v0 = _mm512_load_si512(t.v[s][kg][0]);
-        const __m512i v1 = _mm512_load_si512(t.v[s][kg][1]);
-        const __m512i v2 = _mm512_load_si512(t.v[s][kg][2]);
-        const __m512i v3 = _mm512_load_si512(t.v[s][kg][3]);
-        for (int h = 0; h < hn; ++h) {
-          int32_t w_lo, w_hi;
-          std::memcpy(&w_lo, wq[h0 + h][g_lo] + 4 * kg, sizeof(w_lo));
-          std::memcpy(&w_hi, wq[h0 + h][g_hi] + 4 * kg, sizeof(w_hi));
-          if ((w_lo | w_hi) == 0) continue;
-          const __m512i wv = _mm512_inserti64x4(_mm512_set1_epi32(w_lo), _mm256_set1_epi32(w_hi), 1);
-          sums[h][0] = _mm512_dpbusd_epi32(sums[h][0], wv, v0);
-          sums[h][1] = _mm512_dpbusd_epi32(sums[h][1], wv, v1);
-          sums[h][2] = _mm512_dpbusd_epi32(sums[h][2], wv, v2);
-          sums[h][3] = _mm512_dpbusd_epi32(sums[h][3], wv, v3);
-        }
-      }
-      for (int h = 0; h < hn; ++h) {
-        unpermute(sums[h]);
-        const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
-        float* acc = states[h0 + h] + 2 + s * kSegment;
-        for (int v = 0; v < 4; ++v) {
-          const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kMaxScaleGroups + (v < 2 ? g_lo : g_hi)]);
-          _mm512_storeu_ps(acc + 16 * v,
-                           _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
-        }
-      }
-    }
+    for (int h0 = 0; h0 < N; h0 += kValueHeads) value_pass<kValueHeads>(t, s, g_lo, g_hi, h0, wq, corr, w_scale, states);
   }
+}
+
+// update_heads over n <= kHeadBlock heads, as blocks of 8, 4, 2 and 1.
+template <KvType KT, KvType VT>
+void update_head_block(const AttentionParams& p, const QuantizedQuery* const* q, int n, const IntTile& t, int jb,
+                       int je, float scale, float* const* states) {
+  int h = 0;
+  if (n - h >= 8) update_heads<KT, VT, 8>(p, q + h, t, jb, je, scale, states + h), h += 8;
+  if (n - h >= 4) update_heads<KT, VT, 4>(p, q + h, t, jb, je, scale, states + h), h += 4;
+  if (n - h >= 2) update_heads<KT, VT, 2>(p, q + h, t, jb, je, scale, states + h), h += 2;
+  if (n - h >= 1) update_heads<KT, VT, 1>(p, q + h, t, jb, je, scale, states + h);
 }
 
 template <KvType KT, KvType VT>
@@ -409,7 +458,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
           }
           states[h] = partial + query * sf;
         }
-        update_heads<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
+        update_head_block<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
       }
     }
   });
