@@ -176,9 +176,11 @@ constexpr float kLoSteps = 254.0f;  // lo = round(residual * 254), residual in [
 struct QuantizedQuery {
   alignas(64) int8_t hi[kMaxHeadDim];
   alignas(64) int8_t lo[kMaxHeadDim];
-  float scale = 0.0f;
-  int32_t sum[2][kMaxScaleGroups] = {};  // [hi, lo][32 values]
-  int32_t total[2] = {};                 // [hi, lo] over the row
+  // Set by quantize_query, sum for the row's d / 32 groups only; no
+  // initializers, as a chunk keeps 128 of these on its stack.
+  float scale;
+  int32_t sum[2][kMaxScaleGroups];  // [hi, lo][32 values]
+  int32_t total[2];                 // [hi, lo] over the row
   // Sum of part `part` over the values of K scale group g of `groups`.
   int32_t group_sum(int part, int g, int groups) const { return groups == 1 ? total[part] : sum[part][g]; }
 };
@@ -229,9 +231,10 @@ constexpr int kHeadBlock = 8;  // query heads whose scores are computed side by 
 // around every VPDPBUSD).
 template <int N>
 [[gnu::always_inline]] inline void score_pass(const IntTile& t, const int8_t* const (&q)[N], int c0, int c1,
-                                                  __m512i (&dot)[N][2]) {
+                                                  __m512i (&dot)[N][2], detail::TilePrefetch& ahead) {
   for (int h = 0; h < N; ++h) dot[h][0] = dot[h][1] = _mm512_setzero_si512();
   for (int cc = c0; cc < c1; ++cc) {
+    ahead.issue(1);
     const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
     const __m512i k1 = _mm512_load_si512(&t.k[cc / 16][cc % 16][64]);
 #pragma GCC unroll 8
@@ -253,12 +256,14 @@ template <int N>
 template <int HN>
 [[gnu::always_inline]] inline void value_pass(const IntTile& t, int s, int g_lo, int g_hi, int h0,
                                              const uint8_t (&wq)[kHeadBlock][kMaxScaleGroups][kKeyTile],
-                                             const float* corr, const float* w_scale, float* const* states) {
+                                             const float* corr, const float* w_scale, float* const* states,
+                                             detail::TilePrefetch& ahead) {
   __m512i sums[HN][4];
   for (int h = 0; h < HN; ++h) {
     for (int v = 0; v < 4; ++v) sums[h][v] = _mm512_setzero_si512();
   }
   for (int kg = 0; kg < kGroups; ++kg) {
+    ahead.issue(2);
     const __m512i v0 = _mm512_load_si512(t.v[s][kg][0]);
     const __m512i v1 = _mm512_load_si512(t.v[s][kg][1]);
     const __m512i v2 = _mm512_load_si512(t.v[s][kg][2]);
@@ -294,7 +299,7 @@ template <int HN>
 // head's arithmetic is its own: how a group is split into N's changes no value.
 template <KvType KT, KvType VT, int N>
 void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, const IntTile& t, int jb, int je,
-                  float scale, float* const* states) {
+                  float scale, float* const* states, detail::TilePrefetch& ahead) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int d = p.head_dim;
   const int segments = d / kSegment;
@@ -313,7 +318,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   for (int g = 0; g < k_groups; ++g) {
     const int c0 = g * dwords_per_group, c1 = c0 + dwords_per_group;
     __m512i dot[N][2];
-    score_pass<N>(t, q_hi, c0, c1, dot);
+    score_pass<N>(t, q_hi, c0, c1, dot, ahead);
     // raw = (hi - 128 sum(hi)) + (lo - 128 sum(lo)) / kLoSteps, one rounding.
     alignas(64) float raw[N][kKeyTile];
     for (int h = 0; h < N; ++h) {
@@ -326,7 +331,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
     // noise beside it, so q4 K skips the correction pass (KL unchanged;
     // fma(0, step, hi) would give hi's value exactly).
     if constexpr (KT != KvType::Q4) {
-      score_pass<N>(t, q_lo, c0, c1, dot);
+      score_pass<N>(t, q_lo, c0, c1, dot, ahead);
       const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
       for (int h = 0; h < N; ++h) {
         const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
@@ -397,19 +402,19 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   for (int s = 0; s < segments; ++s) {
     const int g_lo = v_groups == 1 ? 0 : 2 * s;
     const int g_hi = v_groups == 1 ? 0 : 2 * s + 1;
-    for (int h0 = 0; h0 < N; h0 += kValueHeads) value_pass<kValueHeads>(t, s, g_lo, g_hi, h0, wq, corr, w_scale, states);
+    for (int h0 = 0; h0 < N; h0 += kValueHeads) value_pass<kValueHeads>(t, s, g_lo, g_hi, h0, wq, corr, w_scale, states, ahead);
   }
 }
 
 // update_heads over n <= kHeadBlock heads, as blocks of 8, 4, 2 and 1.
 template <KvType KT, KvType VT>
 void update_head_block(const AttentionParams& p, const QuantizedQuery* const* q, int n, const IntTile& t, int jb,
-                       int je, float scale, float* const* states) {
+                       int je, float scale, float* const* states, detail::TilePrefetch& ahead) {
   int h = 0;
-  if (n - h >= 8) update_heads<KT, VT, 8>(p, q + h, t, jb, je, scale, states + h), h += 8;
-  if (n - h >= 4) update_heads<KT, VT, 4>(p, q + h, t, jb, je, scale, states + h), h += 4;
-  if (n - h >= 2) update_heads<KT, VT, 2>(p, q + h, t, jb, je, scale, states + h), h += 2;
-  if (n - h >= 1) update_heads<KT, VT, 1>(p, q + h, t, jb, je, scale, states + h);
+  if (n - h >= 8) update_heads<KT, VT, 8>(p, q + h, t, jb, je, scale, states + h, ahead), h += 8;
+  if (n - h >= 4) update_heads<KT, VT, 4>(p, q + h, t, jb, je, scale, states + h, ahead), h += 4;
+  if (n - h >= 2) update_heads<KT, VT, 2>(p, q + h, t, jb, je, scale, states + h, ahead), h += 2;
+  if (n - h >= 1) update_heads<KT, VT, 1>(p, q + h, t, jb, je, scale, states + h, ahead);
 }
 
 template <KvType KT, KvType VT>
@@ -435,8 +440,10 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   QuantizedQuery local[kHeadBlock];
   detail::FloatTileBuffers<Avx512Ops> fb;
   IntTile t;
-  detail::for_each_chunk_tile(p, kv, tile, chunk, partial, [&](int64_t t0, int64_t n_tile) {
+  detail::TilePrefetch ahead;
+  detail::for_each_chunk_tile_dripped(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
     if (!detail::in_main_pages(kv, t0, n_tile)) {
+      ahead.issue_all();
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
       return;
     }
@@ -458,7 +465,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
           }
           states[h] = partial + query * sf;
         }
-        update_head_block<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states);
+        update_head_block<KT, VT>(p, qs, n, t, k.jb, k.je, scale, states, ahead);
       }
     }
   });

@@ -66,6 +66,43 @@ inline void prefetch_tile(const KvView& kv, bool keys, int head, int64_t t0, int
   });
 }
 
+// The cache lines of a tile, asked for a few at a time between pieces of
+// the work on the tile before it. A burst of a tile's ~70 requests (q8, head
+// dim 64) holds every line fill buffer of the core and stalls the
+// instructions behind it until most lines have arrived, so reading and
+// computing took turns; dripped, the reads overlap the arithmetic.
+class TilePrefetch {
+ public:
+  // Gathers the lines of keys [t0, t0 + n) of `head` (K and V); issues
+  // whatever was left of the previous tile first.
+  void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
+    issue_all();
+    count_ = next_ = 0;
+    for (bool keys : {true, false}) {
+      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
+        const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
+        const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1);
+        for (uintptr_t line = first; line <= last && count_ < kMaxLines; line += 64) {
+          lines_[count_++] = reinterpret_cast<const uint8_t*>(line);
+        }
+      });
+    }
+  }
+  // Asks for the next k lines.
+  void issue(int k) {
+    for (const int end = std::min(count_, next_ + k); next_ < end; ++next_) prefetch_l1(lines_[next_]);
+  }
+  void issue_all() { issue(kMaxLines); }
+
+ private:
+  // K and V rows of at most 2 kMaxHeadDim bytes (f16, q8, q4: the integer
+  // paths' main and recent types) span at most that / 64 + 1 lines each.
+  static constexpr int kMaxLines = 2 * kKeyTile * (2 * kMaxHeadDim / 64 + 1);
+  const uint8_t* lines_[kMaxLines];
+  int count_ = 0;
+  int next_ = 0;
+};
+
 // Query heads sharing a KV head at which the K tile is transposed once so
 // that scores need no horizontal sums: the transposition costs about as much
 // as a few queries' dot products. It depends on the model only, never on the
@@ -206,6 +243,24 @@ void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const Query
     prefetch_tile_ahead(kv, tile, t0, keys.end);
     step(t0, std::min(kKeyTile, keys.end - t0));
   }
+}
+
+// for_each_chunk_tile with the next tile's lines gathered into `ahead`
+// instead of asked for at once: step(t0, n_tile) asks for them as it goes
+// (ahead.issue), and whatever it leaves is asked for before the next step.
+template <class Step>
+void for_each_chunk_tile_dripped(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                                 float* partial, TilePrefetch& ahead, Step&& step) {
+  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
+  const ChunkKeys keys = chunk_keys(p, tile, chunk);
+  // The first tile's lines, asked for all at once by the first gather.
+  if (keys.begin < keys.end) ahead.gather(kv, tile.kv_head, keys.begin, std::min(kKeyTile, keys.end - keys.begin));
+  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
+    const int64_t next = t0 + kKeyTile;
+    ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
+    step(t0, std::min(kKeyTile, keys.end - t0));
+  }
+  ahead.gather(kv, tile.kv_head, keys.end, 0);  // the last leftovers
 }
 
 template <class V>
