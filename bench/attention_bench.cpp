@@ -5,8 +5,11 @@
 //
 //   cmake -B build/bench -DTOKAMAK_BENCH=ON -DCMAKE_BUILD_TYPE=Release && ninja -C build/bench attention_bench
 //   build/bench/attention_bench --benchmark_filter=Decode
+// TOKAMAK_BENCH_ISA=avx2 (any name isa_name gives) measures that path instead.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -18,6 +21,17 @@ namespace tokamak {
 namespace {
 
 using kernels::KvType;
+
+// The ISA named by TOKAMAK_BENCH_ISA, else the widest this CPU runs.
+kernels::Isa bench_isa() {
+  const char* name = std::getenv("TOKAMAK_BENCH_ISA");
+  if (name == nullptr) return kernels::best_isa();
+  for (kernels::Isa isa : kernels::supported_isas()) {
+    if (kernels::isa_name(isa) == name) return isa;
+  }
+  std::fprintf(stderr, "TOKAMAK_BENCH_ISA=%s: not an ISA this CPU runs\n", name);
+  std::exit(2);
+}
 
 constexpr int kHeads = 32;
 constexpr int kKvHeads = 4;
@@ -67,7 +81,7 @@ void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent)
   const kernels::KvView view = s.cache->view(0, 0, pos);
   const float* q = s.q.data();
   float* out = s.out.data();
-  const kernels::Isa isa = kernels::best_isa();
+  const kernels::Isa isa = bench_isa();
   for (auto _ : state) {
     for (int h = 0; h < kKvHeads; ++h) {
       const kernels::QueryTile tile{&q, &pos, 1, h};
@@ -94,7 +108,7 @@ void BM_DecodeAttentionFromDram(benchmark::State& state, KvType k, KvType v) {
   const float* q = s.q.data();
   float* out = s.out.data();
   const int32_t pos = static_cast<int32_t>(ctx - 1);
-  const kernels::Isa isa = kernels::best_isa();
+  const kernels::Isa isa = bench_isa();
   int layer = 0;
   for (auto _ : state) {
     const kernels::KvView view = s.cache->view(0, layer, pos);
