@@ -107,7 +107,14 @@ class TilePrefetch {
 // that scores need no horizontal sums: the transposition costs about as much
 // as a few queries' dot products. It depends on the model only, never on the
 // batch, so each query's arithmetic stays fixed.
+// Small heads transpose at any group: a head row of 16 or fewer values is
+// one or two vectors, so a per-key dot is mostly its horizontal sum (stories260K,
+// head_dim 8: attention was 39% of a decode step).
 constexpr int kTransposeMinGroup = 4;
+constexpr int kTransposeMaxSmallHead = 16;
+inline bool transposed_scores(int group, int head_dim) {
+  return group >= kTransposeMinGroup || head_dim <= kTransposeMaxSmallHead;
+}
 
 // One online-softmax step of one query over keys [jb, je) of a tile. k_tile
 // is [kKeyTile][d], or [d][kKeyTile] when `transposed`.
@@ -196,7 +203,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const bool transposed = V::kTransposedScores && group >= kTransposeMinGroup;
+  const bool transposed = V::kTransposedScores && transposed_scores(group, d);
   load_tile<V>(kv, true, tile.kv_head, t0, n_tile, d, b.kt);
   load_tile<V>(kv, false, tile.kv_head, t0, n_tile, d, b.vt);
   if constexpr (V::kTransposedScores) {
