@@ -9,10 +9,10 @@
 // products into their lanes: per line and token one instruction, against the
 // AVX2 kernels' vpmaddubsw and its add (and their widening) for 8 rows.
 //
-// Q4_K and Q6_K decode (one token) go to the AVX2 kernels: unpacking a group
-// costs about what one token's pass over it does, and their direct AVX2
-// kernels keep up with memory; Q5_K decode has a pair kernel of its own. The
-// last odd group and the plain tail rows of every format go to AVX2 too.
+// Q4_K and Q5_K decode (one token) have pair kernels that read the packed
+// lines directly (unpacking a group costs about what one token's pass over it
+// does); Q6_K decode goes to the AVX2 kernel, as do the last odd group and
+// the plain tail rows of every format.
 // Batch invariance holds across the two: per block (super-block) each lane's
 // integer sum is the same exact value, and the float steps on it are the AVX2
 // kernels' own, lane for lane (tested bitwise in interleave_test.cpp).
@@ -280,14 +280,17 @@ void unpacked_pair_rest(const UnpackedPair* u, int64_t n_sb, const ActRows& x, i
   }
 }
 
-// ---- Q5_K decode: two groups per pass, straight from the packed lines ----
+// ---- Q4_K and Q5_K decode: two groups per pass, straight from the packed lines ----
 //
-// Q5_K's one-token kernel is bound by its instructions, not by memory (bench's
-// compute roofline for Q5_K_M decode, 34 t/s, sat below the bandwidth one, 40):
-// assembling each 5-bit value (nibble | qh bit) costs as much as its product.
-// Two groups per register halve the instructions per weight. Per super-block
-// and row lane the same exact integer sums as group_tile_q5_k_decode (per
-// sub-block, times its scale) and the same float steps (finish_pair).
+// Their one-token AVX2 kernels are bound by instructions as much as by
+// memory (GemvX8 ffn_up on the Xeon: Q8_0 streamed at ~28 GB/s, the read
+// bandwidth, Q4_K at ~22; bench's compute roofline for Q5_K_M decode sat
+// below the bandwidth one): unpacking the nibbles (and Q5_K's fifth bit)
+// costs as much as the products. Two groups per register halve the
+// instructions per weight. Per super-block and row lane the same exact
+// integer sums as group_tile_q4_k / group_tile_q5_k_decode (per sub-block,
+// times its scale) and the same float steps (finish_pair), so a token alone
+// equals the same token in a batch, bitwise.
 
 // Bit B of each byte moved to bit 4 (0x10 or 0), 16 rows.
 template <int B>
@@ -298,17 +301,21 @@ inline __m512i bit_to_16x2(__m512i v) {
 }
 
 // Sub-blocks 2J (low nibbles) and 2J + 1 (high) of one super-block of the two
-// groups, added into isum times their scales. qh: the 8 qh lines of both groups.
-template <int J>
-[[gnu::always_inline]] inline __m512i q5_k_pair_chunk(const uint8_t* p0, const uint8_t* p1, const __m512i (&qh)[8],
-                                                      const __m512i* scale, const uint8_t* xq, __m512i isum) {
+// groups, added into isum times their scales. kFifthBit (Q5_K): qh holds the
+// 8 qh lines of both groups.
+template <int J, bool kFifthBit>
+[[gnu::always_inline]] inline __m512i k_pair_chunk(const uint8_t* p0, const uint8_t* p1, const __m512i (&qh)[8],
+                                                   const __m512i* scale, const uint8_t* xq, __m512i isum) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
     const __m512i v = halves(load256(p0 + 128 + 256 * J + 32 * c), load256(p1 + 128 + 256 * J + 32 * c));
-    const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(v, m4), bit_to_16x2<2 * J>(qh[c]));
-    const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), bit_to_16x2<2 * J + 1>(qh[c]));
+    __m512i q_lo = _mm512_and_si512(v, m4), q_hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if constexpr (kFifthBit) {
+      q_lo = _mm512_or_si512(q_lo, bit_to_16x2<2 * J>(qh[c]));
+      q_hi = _mm512_or_si512(q_hi, bit_to_16x2<2 * J + 1>(qh[c]));
+    }
     lo = _mm512_dpbusd_epi32(lo, q_lo, broadcast4_16(xq + 64 * J, c));
     hi = _mm512_dpbusd_epi32(hi, q_hi, broadcast4_16(xq + 64 * J + 32, c));
   }
@@ -317,8 +324,10 @@ template <int J>
 }
 
 // Groups g0 (at g) and g0 + 1 (group_bytes on) against one token.
-void q5_k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
-  constexpr size_t kBlock = Q5_KUnpacked::kBlockBytes;
+template <class K>
+void k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
+  constexpr bool kFifthBit = std::is_same_v<K, Q5_KUnpacked>;
+  constexpr size_t kBlock = K::kBlockBytes;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < n_sb; ++sb) {
     const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
@@ -328,35 +337,38 @@ void q5_k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const 
       _mm_prefetch(reinterpret_cast<const char*>(p1 + 2 * kBlock + line), _MM_HINT_T0);
     }
     UnpackedSuperBlock u0, u1;  // scales, mins and d only
-    Q5_KUnpacked::unpack_scales(p0, u0);
-    Q5_KUnpacked::unpack_scales(p1, u1);
+    K::unpack_scales(p0, u0);
+    K::unpack_scales(p1, u1);
     UnpackedPair u;
     for (int s = 0; s < 8; ++s) u.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
-    for (int c = 0; c < Q5_KUnpacked::kOffsets; ++c) u.offset[c] = halves(u0.offset[c], u1.offset[c]);
+    for (int c = 0; c < K::kOffsets; ++c) u.offset[c] = halves(u0.offset[c], u1.offset[c]);
     u.d = halves(u0.d, u1.d);
     u.dmin = halves(u0.dmin, u1.dmin);
     __m512i qh[8];
-    for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
+    if constexpr (kFifthBit) {
+      for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
+    }
     const uint8_t* xq = x.qs(t) + 256 * sb;
     __m512i isum = _mm512_setzero_si512();
-    isum = q5_k_pair_chunk<0>(p0, p1, qh, u.scale, xq, isum);
-    isum = q5_k_pair_chunk<1>(p0, p1, qh, u.scale, xq, isum);
-    isum = q5_k_pair_chunk<2>(p0, p1, qh, u.scale, xq, isum);
-    isum = q5_k_pair_chunk<3>(p0, p1, qh, u.scale, xq, isum);
-    acc = finish_pair<Q5_KUnpacked>(u, isum, x, t, sb, acc);
+    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
+    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
+    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
+    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
+    acc = finish_pair<K>(u, isum, x, t, sb, acc);
   }
   _mm512_storeu_ps(y, acc);
 }
 
-// One token through Q5_K: pairs of groups here, an odd last group and the
-// plain tail rows on the AVX2 kernel.
-void gemm_q5_k_decode(const GemmArgs& a) {
+// One token: pairs of groups here, an odd last group and the plain tail rows
+// on the AVX2 kernel.
+template <class K>
+void gemm_k_pairs_decode(const GemmArgs& a) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
   const size_t group_bytes = kInterleaveRows * a.w_stride;
   const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
   for (int64_t p = 0; p < pairs; ++p) {
     const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
-    q5_k_pair_decode(g, group_bytes, a.k / 256, x, 0, a.y + 2 * p * kInterleaveRows);
+    k_pair_decode<K>(g, group_bytes, a.k / 256, x, 0, a.y + 2 * p * kInterleaveRows);
   }
   if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
 }
@@ -367,11 +379,11 @@ template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
-    if constexpr (std::is_same_v<K, Q5_KUnpacked>) {
-      gemm_q5_k_decode(a);
-    } else {
-      avx2(a);
+    // Decode: the pair kernels (Q4_K, Q5_K); a few tokens: the AVX2 tiles.
+    if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
+      if (a.n_tokens == 1) return gemm_k_pairs_decode<K>(a);
     }
+    avx2(a);
     return;
   }
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
