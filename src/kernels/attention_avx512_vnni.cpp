@@ -440,8 +440,8 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   QuantizedQuery local[kHeadBlock];
   detail::FloatTileBuffers<Avx512Ops> fb;
   IntTile t;
-  detail::TilePrefetch ahead;
-  detail::for_each_chunk_tile_dripped(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
+  detail::TilePrefetch ahead(true);
+  detail::for_each_chunk_tile(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
     if (!detail::in_main_pages(kv, t0, n_tile)) {
       ahead.issue_all();
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);

@@ -56,37 +56,45 @@ void load_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, int
   });
 }
 
-// Asks for the cache lines of a tile ahead of its use: a block's rows of one
-// head are only block_size * row_bytes long, too short a stream for the
-// hardware prefetcher to get ahead of a decode step that is bound by memory.
-inline void prefetch_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n) {
-  for_each_run(kv, keys, head, t0, n, [](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
-    for (int64_t b = 0; b < run * row_bytes; b += 64) prefetch_l1(src + b);
-    prefetch_l1(src + run * row_bytes - 1);  // the last line, wherever the run starts in its first
-  });
+// Calls fn(line) for each 64-byte cache line holding K, then V, of keys
+// [t0, t0 + n) of `head`, each line once.
+template <class Fn>
+void for_each_tile_line(const KvView& kv, int head, int64_t t0, int64_t n, Fn&& fn) {
+  for (bool keys : {true, false}) {
+    for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
+      const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
+      const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1);
+      for (uintptr_t line = first; line <= last; line += 64) fn(reinterpret_cast<const uint8_t*>(line));
+    });
+  }
 }
 
-// The cache lines of a tile, asked for a few at a time between pieces of
-// the work on the tile before it. A burst of a tile's ~70 requests (q8, head
+// The cache lines of the next tile, asked for ahead of its use (a block's rows
+// of one head are only block_size * row_bytes long, too short a stream for
+// the hardware prefetcher to get ahead of a decode step bound by memory).
+// Kernels that can ask for them a few at a time between pieces of their work
+// on the current tile do (issue): a burst of a tile's ~70 requests (q8, head
 // dim 64) holds every line fill buffer of the core and stalls the
 // instructions behind it until most lines have arrived, so reading and
-// computing took turns; dripped, the reads overlap the arithmetic.
+// computing took turns; dripped, the reads overlap the arithmetic. The others
+// have them asked for at once.
 class TilePrefetch {
  public:
+  // drip: gather keeps the lines for issue; else it asks for them at once
+  // (the f32 tile path: gathering first made f16 KV at 8K 5% slower).
+  explicit TilePrefetch(bool drip) : drip_(drip) {}
   // Gathers the lines of keys [t0, t0 + n) of `head` (K and V); issues
   // whatever was left of the previous tile first.
   void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
     issue_all();
     count_ = next_ = 0;
-    for (bool keys : {true, false}) {
-      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
-        const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
-        const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1);
-        for (uintptr_t line = first; line <= last && count_ < kMaxLines; line += 64) {
-          lines_[count_++] = reinterpret_cast<const uint8_t*>(line);
-        }
-      });
+    if (!drip_) {
+      for_each_tile_line(kv, head, t0, n, [](const uint8_t* line) { prefetch_l1(line); });
+      return;
     }
+    for_each_tile_line(kv, head, t0, n, [&](const uint8_t* line) {
+      if (count_ < kMaxLines) lines_[count_++] = line;
+    });
   }
   // Asks for the next k lines.
   void issue(int k) {
@@ -95,9 +103,10 @@ class TilePrefetch {
   void issue_all() { issue(kMaxLines); }
 
  private:
-  // K and V rows of at most 2 kMaxHeadDim bytes (f16, q8, q4: the integer
-  // paths' main and recent types) span at most that / 64 + 1 lines each.
-  static constexpr int kMaxLines = 2 * kKeyTile * (2 * kMaxHeadDim / 64 + 1);
+  // K and V rows of at most 4 kMaxHeadDim bytes (f32) span at most that / 64
+  // + 1 lines each.
+  static constexpr int kMaxLines = 2 * kKeyTile * (4 * kMaxHeadDim / 64 + 1);
+  bool drip_;
   const uint8_t* lines_[kMaxLines];
   int count_ = 0;
   int next_ = 0;
@@ -226,54 +235,42 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
 
 // Tiles ahead of the one computed whose K/V lines are requested (measured
 // on the reference machine from DRAM, a layer at 8K q8: 1 ahead 681 us, 2
-// ahead 684, 3 ahead 705, none 888). Called with t0 = begin - kKeyTile before
-// a chunk's first step, it asks for that first tile.
+// ahead 684, 3 ahead 705, none 888; for_each_chunk_tile gathers 1 ahead too).
+// prefetch_tile_ahead asks for them at once, for loops that do not drip them.
+// Called with t0 = begin - kKeyTile before a chunk's first step, it asks for
+// that first tile.
 constexpr int64_t kPrefetchTiles = 1;
 inline void prefetch_tile_ahead(const KvView& kv, const QueryTile& tile, int64_t t0, int64_t k_end) {
   const int64_t next = t0 + kPrefetchTiles * kKeyTile;
   if (next < k_end) {
-    const int64_t n_next = std::min(kKeyTile, k_end - next);
-    prefetch_tile(kv, true, tile.kv_head, next, n_next);
-    prefetch_tile(kv, false, tile.kv_head, next, n_next);
+    for_each_tile_line(kv, tile.kv_head, next, std::min(kKeyTile, k_end - next), [](const uint8_t* line) { prefetch_l1(line); });
   }
 }
 
 // A chunk's tile loop: partial set to the empty state, then step(t0, n_tile)
-// over its tiles in key order, each with the next tile's lines requested.
+// over its tiles in key order. Before each step the next tile's lines are
+// gathered into `ahead` (the first tile's are asked for at once); the step
+// asks for them as it goes, and whatever it leaves is asked for before the
+// next step.
 template <class Step>
 void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
-                         float* partial, Step&& step) {
+                         float* partial, TilePrefetch& ahead, Step&& step) {
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
   const ChunkKeys keys = chunk_keys(p, tile, chunk);
-  prefetch_tile_ahead(kv, tile, keys.begin - kPrefetchTiles * kKeyTile, keys.end);
-  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
-    prefetch_tile_ahead(kv, tile, t0, keys.end);
-    step(t0, std::min(kKeyTile, keys.end - t0));
-  }
-}
-
-// for_each_chunk_tile with the next tile's lines gathered into `ahead`
-// instead of asked for at once: step(t0, n_tile) asks for them as it goes
-// (ahead.issue), and whatever it leaves is asked for before the next step.
-template <class Step>
-void for_each_chunk_tile_dripped(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
-                                 float* partial, TilePrefetch& ahead, Step&& step) {
-  attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
-  const ChunkKeys keys = chunk_keys(p, tile, chunk);
-  // The first tile's lines, asked for all at once by the first gather.
   if (keys.begin < keys.end) ahead.gather(kv, tile.kv_head, keys.begin, std::min(kKeyTile, keys.end - keys.begin));
   for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
     const int64_t next = t0 + kKeyTile;
     ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
     step(t0, std::min(kKeyTile, keys.end - t0));
   }
-  ahead.gather(kv, tile.kv_head, keys.end, 0);  // the last leftovers
+  ahead.issue_all();
 }
 
 template <class V>
 void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
   FloatTileBuffers<V> b;
-  for_each_chunk_tile(p, kv, tile, chunk, partial,
+  TilePrefetch ahead(false);
+  for_each_chunk_tile(p, kv, tile, chunk, partial, ahead,
                       [&](int64_t t0, int64_t n_tile) { float_tile_step<V>(p, kv, tile, t0, n_tile, b, partial); });
 }
 

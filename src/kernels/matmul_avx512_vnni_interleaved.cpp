@@ -186,6 +186,16 @@ struct UnpackedPair {
   __m512 d, dmin;
 };
 
+// Two groups' scales, offsets, d and dmin side by side. UnpackedSuperBlock's
+// scales are (v, v) int16 pairs: the high half, shifted down, is v.
+template <class K>
+void pair_scales(const UnpackedSuperBlock& u0, const UnpackedSuperBlock& u1, UnpackedPair& out) {
+  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
+  for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
+  out.d = halves(u0.d, u1.d);
+  out.dmin = halves(u0.dmin, u1.dmin);
+}
+
 template <class K>
 void unpack_pair(const uint8_t* p0, const uint8_t* p1, UnpackedPair& out) {
   UnpackedSuperBlock u0, u1;
@@ -196,11 +206,7 @@ void unpack_pair(const uint8_t* p0, const uint8_t* p1, UnpackedPair& out) {
                              _mm256_load_si256(reinterpret_cast<const __m256i*>(u1.q + 32 * line)));
     _mm512_store_si512(out.q + 64 * line, v);
   }
-  // The scales are (v, v) int16 pairs: the high half, shifted down, is v.
-  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
-  for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
-  out.d = halves(u0.d, u1.d);
-  out.dmin = halves(u0.dmin, u1.dmin);
+  pair_scales<K>(u0, u1, out);
 }
 
 // Q4_KUnpacked::finish and Q6_KUnpacked::finish for 16 row lanes: the same
@@ -340,10 +346,7 @@ void k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const Act
     K::unpack_scales(p0, u0);
     K::unpack_scales(p1, u1);
     UnpackedPair u;
-    for (int s = 0; s < 8; ++s) u.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
-    for (int c = 0; c < K::kOffsets; ++c) u.offset[c] = halves(u0.offset[c], u1.offset[c]);
-    u.d = halves(u0.d, u1.d);
-    u.dmin = halves(u0.dmin, u1.dmin);
+    pair_scales<K>(u0, u1, u);
     __m512i qh[8];
     if constexpr (kFifthBit) {
       for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
@@ -373,13 +376,13 @@ void gemm_k_pairs_decode(const GemmArgs& a) {
   if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
 }
 
-// Below K::kMinTokens tokens the AVX2 kernels run (their direct kernels: one
-// token's pass over a group costs about what unpacking it does).
+// Below K::kMinTokens tokens the groups are not unpacked (one token's pass
+// over a group costs about what unpacking it does): one token takes the pair
+// kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
 template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
-    // Decode: the pair kernels (Q4_K, Q5_K); a few tokens: the AVX2 tiles.
     if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
       if (a.n_tokens == 1) return gemm_k_pairs_decode<K>(a);
     }
