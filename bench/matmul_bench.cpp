@@ -9,8 +9,11 @@
 // (2 * rows * k * tokens per call).
 //
 //   build/rel/matmul_bench --benchmark_filter=Gemv --benchmark_repetitions=5 --benchmark_report_aggregates_only
+// TOKAMAK_BENCH_ISA=avx2 (any name isa_name gives) measures that path instead
+// of the widest this CPU runs.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -32,6 +35,17 @@ namespace tokamak {
 namespace {
 
 constexpr size_t kRotationBytes = size_t{512} << 20;
+
+// The ISA named by TOKAMAK_BENCH_ISA, else the widest this CPU runs.
+kernels::Isa bench_isa() {
+  const char* name = std::getenv("TOKAMAK_BENCH_ISA");
+  if (name == nullptr) return kernels::best_isa();
+  for (kernels::Isa isa : kernels::supported_isas()) {
+    if (kernels::isa_name(isa) == name) return isa;
+  }
+  std::fprintf(stderr, "TOKAMAK_BENCH_ISA=%s: not an ISA this CPU runs\n", name);
+  std::exit(2);
+}
 
 // A weight matrix [rows, k] of type t: random quants with sane scales (the
 // speed of the kernels does not depend on the values), repeated in copies.
@@ -142,7 +156,7 @@ struct Shape {
 const Shape kShapes[] = {{"attn_q", 2048, 2048}, {"ffn_up", 2048, 5632}, {"ffn_down", 5632, 2048}};
 
 int register_all() {
-  const kernels::Isa best = kernels::best_isa();
+  const kernels::Isa best = bench_isa();
   for (DType t : kTypes) {
     for (const Shape& s : kShapes) {
       for (int threads : {1, 2}) {

@@ -52,6 +52,15 @@ constexpr int kTokens = 8;
 // How far ahead each group's weights are prefetched (as the AVX2 kernels).
 constexpr size_t kPrefetchBlocks = 16;
 
+// The pair kernels read two groups, g and g + 1, as two streams and prefetch
+// each `ahead` blocks on. Near the end of the groups, stream g's prefetch
+// would land in group g + 1, already on its way; it skips to group g + 3 (the
+// next pair's second group) while stream g + 1's runs on into group g + 2, so
+// both of the next pair's streams start warm.
+inline size_t pair_prefetch_skip(int64_t block, int64_t ahead, int64_t blocks, size_t group_bytes) {
+  return block + ahead >= blocks ? 2 * group_bytes : 0;
+}
+
 // Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
 GemmArgs rows_from(const GemmArgs& a, int64_t r) {
   GemmArgs rest = a;
@@ -63,16 +72,19 @@ GemmArgs rows_from(const GemmArgs& a, int64_t r) {
 
 // ---- Q4_0 and Q8_0: lines outside, tokens inside ----
 //
-// F::sums<T>(p0, p1, xq, s) adds each token's products of one block of the
-// two groups into s[t]; F::total(s, activations' block sum) is the block's
-// exact integer dot (as the AVX2 Q4_0Lines / Q8_0Lines totals).
+// F::sums<T>(p0, p1, act, s) adds each token's products of one block of the
+// two halves' weights (p0: low 256 bits, p1: high) into s[t], act(t, j)
+// giving token t's activations 4j .. 4j + 3 as each half wants them; the
+// block's exact integer dot (as the AVX2 Q4_0Lines / Q8_0Lines totals) is
+// s[t] - kSumScale x the activations' block sum.
 
 // Q4_0: nibbles 0..15 (unsigned, as vpdpbusd wants); q - 8 is the value, so 8 x
 // the activations' sum comes off.
 struct Q4_0Pair {
   static constexpr size_t kBlockBytes = 8 * 18;
-  template <int T>
-  static void sums(const uint8_t* p0, const uint8_t* p1, const uint8_t* const* xq, __m512i* s) {
+  static constexpr int32_t kSumScale = 8;
+  template <int T, class Act>
+  [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -80,29 +92,28 @@ struct Q4_0Pair {
       const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        s[t] = _mm512_dpbusd_epi32(s[t], lo, broadcast4_16(xq[t], c));
-        s[t] = _mm512_dpbusd_epi32(s[t], hi, broadcast4_16(xq[t], c + 4));
+        s[t] = _mm512_dpbusd_epi32(s[t], lo, act(t, c));
+        s[t] = _mm512_dpbusd_epi32(s[t], hi, act(t, c + 4));
       }
     }
   }
-  static __m512i total(__m512i s, int16_t xsum) { return _mm512_sub_epi32(s, _mm512_set1_epi32(8 * static_cast<int32_t>(xsum))); }
 };
 
 // Q8_0: signed weights made unsigned by w + 128 (a flipped top bit); 128 x
 // the activations' sum comes off.
 struct Q8_0Pair {
   static constexpr size_t kBlockBytes = 8 * 34;
-  template <int T>
-  static void sums(const uint8_t* p0, const uint8_t* p1, const uint8_t* const* xq, __m512i* s) {
+  static constexpr int32_t kSumScale = 128;
+  template <int T, class Act>
+  [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       const __m512i w = _mm512_xor_si512(halves(load256(p0 + 16 + 32 * c), load256(p1 + 16 + 32 * c)), flip);
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], w, broadcast4_16(xq[t], c));
+      for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], w, act(t, c));
     }
   }
-  static __m512i total(__m512i s, int16_t xsum) { return _mm512_sub_epi32(s, _mm512_set1_epi32(128 * static_cast<int32_t>(xsum))); }
 };
 
 // Groups g0 and g0 + 1 (g0 at `g`, the next group_bytes on) against
@@ -119,8 +130,9 @@ void pair_tile_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p0 = g + static_cast<size_t>(b) * F::kBlockBytes;
     const uint8_t* p1 = p0 + group_bytes;
+    const size_t skip = pair_prefetch_skip(b, kPrefetchBlocks, nb, group_bytes);
     for (size_t line = 0; line < F::kBlockBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + skip + line), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(p1 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
     }
     const uint8_t* xb[T];
@@ -130,11 +142,11 @@ void pair_tile_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
       xb[t] = xq[t] + 32 * b;
       s[t] = _mm512_setzero_si512();
     }
-    F::template sums<T>(p0, p1, xb, s);
+    F::template sums<T>(p0, p1, [&](int t, int j) { return broadcast4_16(xb[t], j); }, s);
     const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const __m512i total = F::total(s[t], x.sums(t0 + t)[b]);
+      const __m512i total = _mm512_sub_epi32(s[t], _mm512_set1_epi32(F::kSumScale * x.sums(t0 + t)[b]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(x.d(t0 + t)[b])), acc[t]);
     }
   }
@@ -155,11 +167,74 @@ void pair_rest_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
   }
 }
 
-// Decode too: per byte of weights half the instructions of the AVX2 kernels,
-// and two groups' streams in flight (GemvX8 on a Xeon, alternated runs: Q8_0
-// ffn_up 490-503 us -> 445-488, Q4_0 289-322 -> 268-317).
+// ---- One token: blocks b and b + 1 of one group side by side ----
+//
+// A decode reads each weight once, so the order of its reads matters as much
+// as its instruction count. The pair kernels read groups g and g + 1 as two
+// streams, which a Zen 5 host (2 threads) streams ~20% slower than one: a
+// bare read loop of the same pattern, 39 against 51 GB/s; GemvX8 ffn_up Q4_K
+// 34 GB/s on them against 45 on the AVX2 kernel's one stream. Here a register
+// holds blocks b and b + 1 of one group (8 rows each), so each thread reads
+// its groups as one stream, with VNNI's instructions. Each half's integer sum
+// is exact and its float step is the AVX2 kernel's, in block order, so a
+// token alone is bitwise the same token in a batch.
+
+// Activations 4j .. 4j + 3 of x0 in the low 256 bits, of x1 in the high.
+inline __m512i broadcast4_two(const uint8_t* x0, const uint8_t* x1, int j) {
+  int32_t a, b;
+  std::memcpy(&a, x0 + 4 * j, sizeof(a));
+  std::memcpy(&b, x1 + 4 * j, sizeof(b));
+  return halves(_mm256_set1_epi32(a), _mm256_set1_epi32(b));
+}
+inline __m256i low_half(__m512i v) { return _mm512_castsi512_si256(v); }
+inline __m256i high_half(__m512i v) { return _mm512_extracti64x4_epi64(v, 1); }
+
+// One group of 8 rows (at g, nb blocks) against one token.
+template <class F>
+void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, float* y) {
+  const uint8_t* xq = x.qs(0);
+  const float* xd = x.d(0);
+  const int16_t* xs = x.sums(0);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool both = b + 1 < nb;  // else the last block meets itself in the high half, unused
+    const uint8_t* p0 = g + static_cast<size_t>(b) * F::kBlockBytes;
+    const uint8_t* p1 = both ? p0 + F::kBlockBytes : p0;
+    for (size_t line = 0; line < 2 * F::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
+    }
+    const uint8_t* x0 = xq + 32 * b;
+    const uint8_t* x1 = both ? x0 + 32 : x0;
+    __m512i s = _mm512_setzero_si512();
+    F::template sums<1>(p0, p1, [&](int, int j) { return broadcast4_two(x0, x1, j); }, &s);
+    const int32_t xs0 = F::kSumScale * xs[b], xs1 = F::kSumScale * xs[both ? b + 1 : b];
+    const __m512i total = _mm512_sub_epi32(s, halves(_mm256_set1_epi32(xs0), _mm256_set1_epi32(xs1)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(total)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[b])), acc);
+    if (both) {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high_half(total)),
+                            _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), _mm256_set1_ps(xd[b + 1])), acc);
+    }
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+// Groups, then the plain tail rows on the AVX2 kernel.
+template <class F>
+void gemm_groups_decode_32(const GemmArgs& a) {
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    group_decode_32<F>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, a.k / 32, x,
+                       a.y + gi * kInterleaveRows);
+  }
+  if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
+}
+
+// Batches: per byte of weights half the instructions of the AVX2 kernels.
 template <class F>
 void gemm_pairs_32(const GemmArgs& a) {
+  if (a.n_tokens == 1) return gemm_groups_decode_32<F>(a);
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
   const size_t group_bytes = kInterleaveRows * a.w_stride;
@@ -286,17 +361,18 @@ void unpacked_pair_rest(const UnpackedPair* u, int64_t n_sb, const ActRows& x, i
   }
 }
 
-// ---- Q4_K and Q5_K decode: two groups per pass, straight from the packed lines ----
+// ---- Q4_K and Q5_K decode: two super-blocks per pass, straight from the packed lines ----
 //
 // Their one-token AVX2 kernels are bound by instructions as much as by
 // memory (GemvX8 ffn_up on the Xeon: Q8_0 streamed at ~28 GB/s, the read
 // bandwidth, Q4_K at ~22; bench's compute roofline for Q5_K_M decode sat
 // below the bandwidth one): unpacking the nibbles (and Q5_K's fifth bit)
-// costs as much as the products. Two groups per register halve the
-// instructions per weight. Per super-block and row lane the same exact
-// integer sums as group_tile_q4_k / group_tile_q5_k_decode (per sub-block,
-// times its scale) and the same float steps (finish_pair), so a token alone
-// equals the same token in a batch, bitwise.
+// costs as much as the products. Super-blocks sb and sb + 1 of one group per
+// register halve the instructions per weight and keep one stream per thread
+// (see group_decode_32). Per super-block and row lane the same exact integer
+// sums as group_tile_q4_k / group_tile_q5_k_decode (per sub-block, times its
+// scale) and their float steps (K::finish), in super-block order, so a token
+// alone equals the same token in a batch, bitwise.
 
 // Bit B of each byte moved to bit 4 (0x10 or 0), 16 rows.
 template <int B>
@@ -306,12 +382,13 @@ inline __m512i bit_to_16x2(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, B - 4), bit4);
 }
 
-// Sub-blocks 2J (low nibbles) and 2J + 1 (high) of one super-block of the two
-// groups, added into isum times their scales. kFifthBit (Q5_K): qh holds the
-// 8 qh lines of both groups.
+// Sub-blocks 2J (low nibbles) and 2J + 1 (high) of the two super-blocks (p0:
+// low 256 bits, activations x0; p1: high, x1), added into isum times their
+// scales. kFifthBit (Q5_K): qh holds the 8 qh lines of both.
 template <int J, bool kFifthBit>
 [[gnu::always_inline]] inline __m512i k_pair_chunk(const uint8_t* p0, const uint8_t* p1, const __m512i (&qh)[8],
-                                                   const __m512i* scale, const uint8_t* xq, __m512i isum) {
+                                                   const __m512i* scale, const uint8_t* x0, const uint8_t* x1,
+                                                   __m512i isum) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -322,25 +399,25 @@ template <int J, bool kFifthBit>
       q_lo = _mm512_or_si512(q_lo, bit_to_16x2<2 * J>(qh[c]));
       q_hi = _mm512_or_si512(q_hi, bit_to_16x2<2 * J + 1>(qh[c]));
     }
-    lo = _mm512_dpbusd_epi32(lo, q_lo, broadcast4_16(xq + 64 * J, c));
-    hi = _mm512_dpbusd_epi32(hi, q_hi, broadcast4_16(xq + 64 * J + 32, c));
+    lo = _mm512_dpbusd_epi32(lo, q_lo, broadcast4_two(x0 + 64 * J, x1 + 64 * J, c));
+    hi = _mm512_dpbusd_epi32(hi, q_hi, broadcast4_two(x0 + 64 * J + 32, x1 + 64 * J + 32, c));
   }
   isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, scale[2 * J]));
   return _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, scale[2 * J + 1]));
 }
 
-// Groups g0 (at g) and g0 + 1 (group_bytes on) against one token.
+// One group of 8 rows (at g, n_sb super-blocks) against token t.
 template <class K>
-void k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
+void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
   constexpr bool kFifthBit = std::is_same_v<K, Q5_KUnpacked>;
   constexpr size_t kBlock = K::kBlockBytes;
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < n_sb; ++sb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; sb += 2) {
+    const bool both = sb + 1 < n_sb;  // else the last super-block meets itself in the high half, unused
     const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
-    const uint8_t* p1 = p0 + group_bytes;
-    for (size_t line = 0; line < kBlock; line += 64) {
+    const uint8_t* p1 = both ? p0 + kBlock : p0;
+    for (size_t line = 0; line < 2 * kBlock; line += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(p0 + 2 * kBlock + line), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p1 + 2 * kBlock + line), _MM_HINT_T0);
     }
     UnpackedSuperBlock u0, u1;  // scales, mins and d only
     K::unpack_scales(p0, u0);
@@ -351,40 +428,41 @@ void k_pair_decode(const uint8_t* g, size_t group_bytes, int64_t n_sb, const Act
     if constexpr (kFifthBit) {
       for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
     }
-    const uint8_t* xq = x.qs(t) + 256 * sb;
+    const uint8_t* x0 = x.qs(t) + 256 * sb;
+    const uint8_t* x1 = both ? x0 + 256 : x0;
     __m512i isum = _mm512_setzero_si512();
-    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
-    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
-    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
-    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, u.scale, xq, isum);
-    acc = finish_pair<K>(u, isum, x, t, sb, acc);
+    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
+    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
+    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
+    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
+    acc = K::finish(u0, low_half(isum), x, t, sb, acc);
+    if (both) acc = K::finish(u1, high_half(isum), x, t, sb + 1, acc);
   }
-  _mm512_storeu_ps(y, acc);
+  _mm256_storeu_ps(y, acc);
 }
 
-// One token: pairs of groups here, an odd last group and the plain tail rows
-// on the AVX2 kernel.
+// One token: the groups here, the plain tail rows on the AVX2 kernel.
 template <class K>
-void gemm_k_pairs_decode(const GemmArgs& a) {
+void gemm_k_groups_decode(const GemmArgs& a) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
   const size_t group_bytes = kInterleaveRows * a.w_stride;
-  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
-    k_pair_decode<K>(g, group_bytes, a.k / 256, x, 0, a.y + 2 * p * kInterleaveRows);
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    k_group_decode<K>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, a.k / 256, x, 0,
+                      a.y + gi * kInterleaveRows);
   }
-  if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
+  if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
 }
 
 // Below K::kMinTokens tokens the groups are not unpacked (one token's pass
-// over a group costs about what unpacking it does): one token takes the pair
-// kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
+// over a group costs about what unpacking it does): one token takes the
+// decode kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
 template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
     if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
-      if (a.n_tokens == 1) return gemm_k_pairs_decode<K>(a);
+      if (a.n_tokens == 1) return gemm_k_groups_decode<K>(a);
     }
     avx2(a);
     return;
