@@ -8,12 +8,11 @@
 // TOKAMAK_BENCH_ISA=avx2 (any name isa_name gives) measures that path instead.
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "bench_isa.h"
 #include "kernels/attention.h"
 #include "kv/kv_cache.h"
 
@@ -21,17 +20,6 @@ namespace tokamak {
 namespace {
 
 using kernels::KvType;
-
-// The ISA named by TOKAMAK_BENCH_ISA, else the widest this CPU runs.
-kernels::Isa bench_isa() {
-  const char* name = std::getenv("TOKAMAK_BENCH_ISA");
-  if (name == nullptr) return kernels::best_isa();
-  for (kernels::Isa isa : kernels::supported_isas()) {
-    if (kernels::isa_name(isa) == name) return isa;
-  }
-  std::fprintf(stderr, "TOKAMAK_BENCH_ISA=%s: not an ISA this CPU runs\n", name);
-  std::exit(2);
-}
 
 constexpr int kHeads = 32;
 constexpr int kKvHeads = 4;

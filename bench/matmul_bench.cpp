@@ -13,7 +13,6 @@
 // of the widest this CPU runs.
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_isa.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/huge_pages.h"
@@ -35,17 +35,6 @@ namespace tokamak {
 namespace {
 
 constexpr size_t kRotationBytes = size_t{512} << 20;
-
-// The ISA named by TOKAMAK_BENCH_ISA, else the widest this CPU runs.
-kernels::Isa bench_isa() {
-  const char* name = std::getenv("TOKAMAK_BENCH_ISA");
-  if (name == nullptr) return kernels::best_isa();
-  for (kernels::Isa isa : kernels::supported_isas()) {
-    if (kernels::isa_name(isa) == name) return isa;
-  }
-  std::fprintf(stderr, "TOKAMAK_BENCH_ISA=%s: not an ISA this CPU runs\n", name);
-  std::exit(2);
-}
 
 // A weight matrix [rows, k] of type t: random quants with sane scales (the
 // speed of the kernels does not depend on the values), repeated in copies.
