@@ -218,15 +218,15 @@ void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, float* y) {
   _mm256_storeu_ps(y, acc);
 }
 
-// Groups, then the plain tail rows on the AVX2 kernel.
-template <class F>
-void gemm_groups_decode_32(const GemmArgs& a) {
-  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
+// One token: decode(group, x, y) for each group of 8 rows in turn (one
+// stream), then the plain tail rows on the AVX2 kernel.
+template <class Decode>
+void gemm_groups_decode(const GemmArgs& a, ActFormat act, Decode decode) {
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(act, a.k)};
   const size_t group_bytes = kInterleaveRows * a.w_stride;
   const int64_t groups = a.n_rows / kInterleaveRows;
   for (int64_t gi = 0; gi < groups; ++gi) {
-    group_decode_32<F>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, a.k / 32, x,
-                       a.y + gi * kInterleaveRows);
+    decode(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, x, a.y + gi * kInterleaveRows);
   }
   if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
 }
@@ -234,7 +234,10 @@ void gemm_groups_decode_32(const GemmArgs& a) {
 // Batches: per byte of weights half the instructions of the AVX2 kernels.
 template <class F>
 void gemm_pairs_32(const GemmArgs& a) {
-  if (a.n_tokens == 1) return gemm_groups_decode_32<F>(a);
+  if (a.n_tokens == 1) {
+    return gemm_groups_decode(a, ActFormat::kQ8_0,
+                              [&](const uint8_t* g, const ActRows& x, float* y) { group_decode_32<F>(g, a.k / 32, x, y); });
+  }
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
   const size_t group_bytes = kInterleaveRows * a.w_stride;
@@ -441,19 +444,6 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t,
   _mm256_storeu_ps(y, acc);
 }
 
-// One token: the groups here, the plain tail rows on the AVX2 kernel.
-template <class K>
-void gemm_k_groups_decode(const GemmArgs& a) {
-  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
-  const size_t group_bytes = kInterleaveRows * a.w_stride;
-  const int64_t groups = a.n_rows / kInterleaveRows;
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    k_group_decode<K>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, a.k / 256, x, 0,
-                      a.y + gi * kInterleaveRows);
-  }
-  if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
-}
-
 // Below K::kMinTokens tokens the groups are not unpacked (one token's pass
 // over a group costs about what unpacking it does): one token takes the
 // decode kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
@@ -462,7 +452,11 @@ void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
     if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
-      if (a.n_tokens == 1) return gemm_k_groups_decode<K>(a);
+      if (a.n_tokens == 1) {
+        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+          k_group_decode<K>(g, a.k / 256, x, 0, y);
+        });
+      }
     }
     avx2(a);
     return;
