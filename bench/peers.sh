@@ -2,8 +2,11 @@
 # tokamak against its peers, side by side on this machine in one run (issue 18):
 # llama.cpp's and ik_llama.cpp's llama-bench (ik_llama.cpp with -rtr 1, its
 # run-time repacking) and `tokamak bench` on the same files, prefill pp512 and
-# decode tg128, interleaved type by type so that machine load hits each engine
-# alike; then llama2.c's runomp against `tokamak run` on stories260K.
+# decode tg128, interleaved repetition by repetition (each engine runs one
+# repetition in turn, -r 1, and the table takes the median of each engine's
+# -r of them), so that a host whose bandwidth moves within minutes (a Zen 5 VM:
+# 40 to 80 GB/s) meets every engine alike; then llama2.c's runomp against
+# `tokamak run` on stories260K.
 #
 #   bench/peers.sh --llama-cpp DIR --ik-llama-cpp DIR --llama2c DIR
 #                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2]
@@ -87,26 +90,28 @@ IFS=, read -r -a type_list <<< "$types"
 for type in "${type_list[@]}"; do
   model=$scratch/tinyllama-$type.gguf
   [ -f "$model" ] || "$tokamak" make-model --preset tinyllama-1.1b --type "$type" --vocab-from "$vocab" -o "$model" >&2
-  for peer in "${peers[@]}"; do
-    # shellcheck disable=SC2086 # peer_flags holds several words
-    "${bench_bin[$peer]}" -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" ${peer_flags[$peer]} -o json \
-      > "$scratch/$peer-$type.json" 2> "$scratch/$peer-$type.log"
-    python3 - "$peer" "$type" "$scratch/$peer-$type.json" >> "$results" <<'PY'
+  for rep in $(seq "$reps"); do
+    for peer in "${peers[@]}"; do
+      # shellcheck disable=SC2086 # peer_flags holds several words
+      "${bench_bin[$peer]}" -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r 1 ${peer_flags[$peer]} -o json \
+        > "$scratch/$peer-$type-$rep.json" 2> "$scratch/$peer-$type-$rep.log"
+      python3 - "$peer" "$type" "$scratch/$peer-$type-$rep.json" >> "$results" <<'PY'
 import json, sys
 peer, type_, path = sys.argv[1:]
 for r in json.load(open(path)):
     test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
     print(f"{type_}\t{test}\t{peer}\t{r['avg_ts']:.2f}\t")
 PY
-  done
-  "$tokamak" bench -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" "${tokamak_flags[@]}" --json > "$scratch/tokamak$suffix-$type.json"
-  python3 - "$type" "$scratch/tokamak$suffix-$type.json" >> "$results" <<'PY'
+    done
+    "$tokamak" bench -m "$model" -t "$threads" -p "$n_prompt" -n "$n_gen" -r 1 "${tokamak_flags[@]}" --json > "$scratch/tokamak$suffix-$type-$rep.json"
+    python3 - "$type" "$scratch/tokamak$suffix-$type-$rep.json" >> "$results" <<'PY'
 import json, sys
 type_, path = sys.argv[1:]
 for line in open(path):
     r = json.loads(line)
     print(f"{type_}\t{r['test']}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}/{r['binding_percent']:.0f}")
 PY
+  done
 done
 
 # stories260K: llama2.c's OpenMP build against tokamak run, greedy, 256 tokens.
@@ -132,7 +137,7 @@ for line in open(path):
     type_, test, engine, tps, roofline = line.rstrip("\n").split("\t")
     rows.setdefault((type_, test), collections.defaultdict(list))[engine].append(float(tps))
     if roofline:
-        roof[(type_, test)] = roofline
+        roof.setdefault((type_, test), []).append([float(x) for x in roofline.split("/")])
 head = ["type", "test"] + peers + ["tokamak"] + [f"x {p}" for p in peers] + ["tokamak % bandwidth / % binding roofline"]
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
@@ -141,6 +146,7 @@ for (type_, test), by in rows.items():
     cells = [type_, test] + [f"{med[p]:.2f}" if p in med else "" for p in peers]
     cells.append(f"{med['tokamak']:.2f}" if "tokamak" in med else "")
     cells += [f"{med['tokamak'] / med[p]:.2f}" if p in med and "tokamak" in med else "" for p in peers]
-    cells.append(roof.get((type_, test), "") if test.startswith("tg") else "")
+    r = roof.get((type_, test))
+    cells.append("/".join(f"{statistics.median(x[i] for x in r):.0f}" for i in range(2)) if r and test.startswith("tg") else "")
     print("| " + " | ".join(cells) + " |")
 PY
