@@ -173,7 +173,7 @@ void pair_rest_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
 // as its instruction count. The pair kernels read groups g and g + 1 as two
 // streams, which a Zen 5 host (2 threads) streams ~20% slower than one: a
 // bare read loop of the same pattern, 39 against 51 GB/s; GemvX8 ffn_up Q4_K
-// 34 GB/s on them against 45 on the AVX2 kernel's one stream. Here a register
+// 34 GB/s on them against 40-45 on the AVX2 kernel's one stream. Here a register
 // holds blocks b and b + 1 of one group (8 rows each), so each thread reads
 // its groups as one stream, with VNNI's instructions. Each half's integer sum
 // is exact and its float step is the AVX2 kernel's, in block order, so a
