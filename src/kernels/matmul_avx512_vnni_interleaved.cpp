@@ -52,15 +52,6 @@ constexpr int kTokens = 8;
 // How far ahead each group's weights are prefetched (as the AVX2 kernels).
 constexpr size_t kPrefetchBlocks = 16;
 
-// The pair kernels read two groups, g and g + 1, as two streams and prefetch
-// each `ahead` blocks on. Near the end of the groups, stream g's prefetch
-// would land in group g + 1, already on its way; it skips to group g + 3 (the
-// next pair's second group) while stream g + 1's runs on into group g + 2, so
-// both of the next pair's streams start warm.
-inline size_t pair_prefetch_skip(int64_t block, int64_t ahead, int64_t blocks, size_t group_bytes) {
-  return block + ahead >= blocks ? 2 * group_bytes : 0;
-}
-
 // Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
 GemmArgs rows_from(const GemmArgs& a, int64_t r) {
   GemmArgs rest = a;
@@ -130,9 +121,8 @@ void pair_tile_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p0 = g + static_cast<size_t>(b) * F::kBlockBytes;
     const uint8_t* p1 = p0 + group_bytes;
-    const size_t skip = pair_prefetch_skip(b, kPrefetchBlocks, nb, group_bytes);
     for (size_t line = 0; line < F::kBlockBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + skip + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(p1 + kPrefetchBlocks * F::kBlockBytes + line), _MM_HINT_T0);
     }
     const uint8_t* xb[T];
@@ -264,11 +254,18 @@ struct UnpackedPair {
   __m512 d, dmin;
 };
 
-// Two groups' scales, offsets, d and dmin side by side. UnpackedSuperBlock's
-// scales are (v, v) int16 pairs: the high half, shifted down, is v.
+// The sub-block scales of u0 and u1 side by side, int32 per row lane.
+// UnpackedSuperBlock's scales are (v, v) int16 pairs: the high half, shifted
+// down, is v.
+template <class K>
+void pair_scale_lines(const UnpackedSuperBlock& u0, const UnpackedSuperBlock& u1, __m512i* scale) {
+  for (int s = 0; s < 64 / K::kScaleLines; ++s) scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
+}
+
+// Two groups' scales, offsets, d and dmin side by side.
 template <class K>
 void pair_scales(const UnpackedSuperBlock& u0, const UnpackedSuperBlock& u1, UnpackedPair& out) {
-  for (int s = 0; s < 64 / K::kScaleLines; ++s) out.scale[s] = _mm512_srai_epi32(halves(u0.scale[s], u1.scale[s]), 16);
+  pair_scale_lines<K>(u0, u1, out.scale);
   for (int c = 0; c < K::kOffsets; ++c) out.offset[c] = halves(u0.offset[c], u1.offset[c]);
   out.d = halves(u0.d, u1.d);
   out.dmin = halves(u0.dmin, u1.dmin);
@@ -425,8 +422,8 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t,
     UnpackedSuperBlock u0, u1;  // scales, mins and d only
     K::unpack_scales(p0, u0);
     K::unpack_scales(p1, u1);
-    UnpackedPair u;
-    pair_scales<K>(u0, u1, u);
+    __m512i scale[8];  // the float steps below take u0's and u1's offsets and d themselves
+    pair_scale_lines<K>(u0, u1, scale);
     __m512i qh[8];
     if constexpr (kFifthBit) {
       for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
@@ -434,10 +431,10 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t,
     const uint8_t* x0 = x.qs(t) + 256 * sb;
     const uint8_t* x1 = both ? x0 + 256 : x0;
     __m512i isum = _mm512_setzero_si512();
-    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
-    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
-    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
-    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, u.scale, x0, x1, isum);
+    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
+    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
+    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
+    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
     acc = K::finish(u0, low_half(isum), x, t, sb, acc);
     if (both) acc = K::finish(u1, high_half(isum), x, t, sb + 1, acc);
   }
