@@ -4,6 +4,7 @@
 // these bytes, so any difference would move every quantized product.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -50,6 +51,18 @@ std::vector<std::vector<float>> rows(int64_t k, std::mt19937& rng) {
   sparse[static_cast<size_t>(k / 2 + 3)] = -0.75f;  // one value; every other block all zeros
   sparse[1] = -0.0f;
   out.push_back(sparse);
+  // For the f16 and bf16 roundings: NaNs with payloads and either sign,
+  // infinities, values past f16's range and halfway to its next value,
+  // f16 subnormals and their ties, f32 subnormals.
+  std::vector<float> odd(static_cast<size_t>(k));
+  const uint32_t specials[] = {0x7fc00000u, 0xffc01234u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x477ff000u,
+                               0x477fefffu, 0x33800000u, 0x33c00000u, 0x387fe000u, 0x00000001u, 0x80400000u,
+                               0x3f808000u, 0x3f818000u, 0x3f807fffu, 0xbf80c000u};
+  for (int64_t i = 0; i < k; ++i) {
+    const uint32_t bits = specials[i % 16] ^ (i % 32 >= 16 ? 0x80000000u : 0u);
+    std::memcpy(&odd[static_cast<size_t>(i)], &bits, sizeof(float));
+  }
+  out.push_back(odd);
   return out;
 }
 
@@ -59,11 +72,49 @@ TEST(ActivationQuantization, VectorizedEqualsScalarByteForByte) {
     for (int64_t k : {256, 2048, 5632}) {
       int n = 0;
       for (const std::vector<float>& x : rows(k, rng)) {
+        if (n == 7) break;  // the specials row: NaN scales are not for the Q8 formats
         EXPECT_EQ(quantized(f, x, false), quantized(f, x, true))
             << (f == ActFormat::kQ8_0 ? "q8_0" : "q8_K") << " k=" << k << " row " << n;
         ++n;
       }
     }
+  }
+}
+
+// The f16 and bf16 roundings of F16 and BF16 weights' activations: the
+// vectorized copies bit for bit equal to fp32_to_fp16 / fp32_to_bf16 and
+// back, on the edge rows and on k that leave a scalar tail.
+TEST(ActivationQuantization, VectorizedRoundingEqualsScalarBitForBit) {
+  std::mt19937 rng(12);
+  for (ActFormat f : {ActFormat::kF32RoundF16, ActFormat::kF32RoundBF16}) {
+    for (int64_t k : {7, 64, 2048, 2051}) {
+      int n = 0;
+      for (const std::vector<float>& x : rows(k + 32 - k % 32, rng)) {
+        const std::vector<float> row(x.begin(), x.begin() + k);
+        EXPECT_EQ(quantized(f, row, false), quantized(f, row, true))
+            << (f == ActFormat::kF32RoundF16 ? "f16" : "bf16") << " k=" << k << " row " << n;
+        ++n;
+      }
+    }
+  }
+}
+
+// fp32_to_fp16 by hand on the specials: a tie rounds to even, the largest
+// finite f16 and the overflow threshold, a NaN keeps its sign.
+TEST(ActivationQuantization, F16RoundingByHand) {
+  const float in[8] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65520.0f, -std::nanf(""), 5.9604645e-08f, 2.9802322e-08f, 0.0f};
+  std::vector<float> x(in, in + 8);
+  for (bool scalar : {true, false}) {
+    const std::vector<std::byte> b = quantized(ActFormat::kF32RoundF16, x, scalar);
+    float out[8];
+    std::memcpy(out, b.data(), sizeof(out));
+    EXPECT_EQ(out[0], 1.0f);                  // halfway between 1 and 1 + 2^-10: to even
+    EXPECT_EQ(out[1], 1.0f + 2.0f / 1024);    // halfway, odd below: up
+    EXPECT_EQ(out[2], 65504.0f);
+    EXPECT_TRUE(std::isinf(out[3]));          // past 65504 + half an ulp
+    EXPECT_TRUE(std::isnan(out[4]) && std::signbit(out[4]));
+    EXPECT_EQ(out[5], 5.9604645e-08f);        // the smallest f16 subnormal
+    EXPECT_EQ(out[6], 0.0f);                  // half of it: ties to even (0)
   }
 }
 
