@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -158,6 +159,14 @@ int register_all() {
     for (int tokens : {64, 512}) {
       const std::string name = std::string("Gemm/") + std::string(dtype_name(t)) + "/ffn_up/tokens:" + std::to_string(tokens) + "/threads:2";
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, 2048, 5632, tokens, 2, best); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    // The other shapes of a prefill, at its batch size.
+    for (const Shape& s : kShapes) {
+      if (std::string_view(s.name) == "ffn_up") continue;
+      const std::string name = std::string("Gemm/") + std::string(dtype_name(t)) + "/" + s.name + "/tokens:512/threads:2";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, s.k, s.rows, 512, 2, best); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

@@ -16,11 +16,15 @@
 namespace tokamak::kernels {
 namespace {
 
-// A kernel call's weight rows and its activation rows should each fit in
-// about a quarter of a 1-2 MB L2. run_rows keeps one block of rows in L2
-// while every token block passes by: weights come from memory once, and the
-// activations (a few MB for a long prompt, in L3) once per row block.
+// A kernel call's weight rows (kBlockBytes) and its activation rows
+// (kActBlockBytes) should fit together in a 1-2 MB L2. run_rows keeps one
+// block of rows in L2 while every token block passes by: weights come from
+// memory once, and the activations (a few MB for a long prompt, in L3) once
+// per row block. Twice the activations of before (matmul_bench Gemm f16
+// tokens:512 on Zen 5, 3 alternations: attn_q +5%, ffn_up +7%, the quantized
+// types level; three times was slower for all).
 constexpr size_t kBlockBytes = 256 * 1024;
+constexpr size_t kActBlockBytes = 512 * 1024;
 // Chunks of rows handed to threads are multiples of this (whole register
 // tiles, whole cache lines of y).
 constexpr int64_t kRowAlign = 16;
@@ -71,7 +75,7 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
   const int64_t rows_per_call = row_block(t);
   // A multiple of 12 tokens: whole register tiles (4 or 6 tokens wide), so
   // only the batch's last tokens go through narrower tiles.
-  const int64_t token_block = std::max<int64_t>(12, static_cast<int64_t>(kBlockBytes / t.act_stride) / 12 * 12);
+  const int64_t token_block = std::max<int64_t>(12, static_cast<int64_t>(kActBlockBytes / t.act_stride) / 12 * 12);
   GemmArgs a;
   a.type = t.w->type;
   a.w_stride = t.row_bytes;
