@@ -234,7 +234,7 @@ template <int N>
                                                   __m512i (&dot)[N][2], detail::TilePrefetch& ahead) {
   for (int h = 0; h < N; ++h) dot[h][0] = dot[h][1] = _mm512_setzero_si512();
   for (int cc = c0; cc < c1; ++cc) {
-    ahead.issue(1);
+    ahead.issue(2);
     const __m512i k0 = _mm512_load_si512(&t.k[cc / 16][cc % 16][0]);
     const __m512i k1 = _mm512_load_si512(&t.k[cc / 16][cc % 16][64]);
 #pragma GCC unroll 8
