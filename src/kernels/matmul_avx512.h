@@ -518,18 +518,9 @@ void tile_f(const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, int64_t k,
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
-    if (i % (64 / Load::kBytes) == 0) {
-      if constexpr (T == 1 && Load::kBytes == 2) {
-        // 16-bit decode: 1 KB ahead in the tile's own rows rather than the
-        // next tile's rows (matmul_bench Gemv/f16 ffn_up and ffn_down on a
-        // Zen 5 host, 5 alternations: 37.0 -> 39.3 and 38.0 -> 40.0 GB/s).
-        for (int r = 0; r < R; ++r) {
-          _mm_prefetch(reinterpret_cast<const char*>(w + static_cast<size_t>(r) * ws + (i + 512) * Load::kBytes), _MM_HINT_T0);
-        }
-      } else {
-        prefetch_next_rows<R>(w + i * Load::kBytes, ws);
-      }
-    }
+    // 16-bit decode reads one row after the other (gemm_f), one sequential
+    // stream the hardware prefetchers follow: software prefetches only cost.
+    if (!(T == 1 && Load::kBytes == 2) && i % (64 / Load::kBytes) == 0) prefetch_next_rows<R>(w + i * Load::kBytes, ws);
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Load::full(w + static_cast<size_t>(r) * ws + i * Load::kBytes);
     for (int t = 0; t < T; ++t) {
@@ -565,7 +556,19 @@ template <class Load>
 void gemm_f(const GemmArgs& a) {
   const TileF<Load> tile{a};
   if (a.n_tokens == 1) {
-    for_each_tile<4, 1>(a, tile);
+    // 16-bit decode one row at a time: a 4-row tile read 4 streams a row
+    // apart, and a thread reading more than one stream loses bandwidth on
+    // Zen 5 (as the VNNI decode did). tokamak bench tg64 F16 TinyLlama,
+    // 6 alternations: 19.3 -> 21.1 t/s; in another 4, two rows at a time
+    // without software prefetches 17.4 and one row with them 22.3 against
+    // 23.6 (4 rows) and 25.3 (this). One FMA chain per row bounds a
+    // core at 32 bytes per FMA latency (~30 GB/s at 4 cycles, 3.8 GHz): above
+    // what one core streams.
+    if constexpr (Load::kBytes == 2) {
+      for_each_tile<1, 1>(a, tile);
+    } else {
+      for_each_tile<4, 1>(a, tile);
+    }
   } else {
     for_each_tile<4, 6>(a, tile);
   }
