@@ -167,7 +167,8 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
   // task never changes its values.
   const int64_t n_tasks = static_cast<int64_t>(tasks_.size());
   std::atomic<int64_t> claimed{0};
-  const int64_t n_ranges = n_tasks <= task_grain_ ? 1 : pool.size();
+  // As many threads as the step has task_grain_'s worth of tasks for.
+  const int64_t n_ranges = std::min<int64_t>(pool.size(), (n_tasks + task_grain_ - 1) / task_grain_);
   pool.parallel_for(n_ranges, [&](int64_t, int64_t, int thread) {
     float* scratch = scratch_.data() + thread * scratch_stride_;
     for (int64_t c = claimed.fetch_add(1, std::memory_order_relaxed); c < n_tasks;
