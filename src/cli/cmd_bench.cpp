@@ -19,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "tools/bench.h"
 #include "io/gguf.h"
+#include "kernels/matmul.h"
 #include "model/model.h"
 #include "tools/quant_recipe.h"
 
@@ -187,7 +188,12 @@ int bench_main(int argc, char** argv) {
                   r.test.c_str(), r.comm_ms_per_pass);
     }
   }
-  std::printf("\nkernels: %s\n", std::string(kernels::isa_name(options.matmul.isa)).c_str());
+  const kernels::MatmulBlocks blocks = kernels::matmul_blocks(kernels::l2_cache_bytes());
+  std::printf("\nkernels: %s; L2 per core %s, GEMM blocks of %zu KiB weights x %zu KiB activations\n",
+              std::string(kernels::isa_name(options.matmul.isa)).c_str(),
+              kernels::l2_cache_bytes() == 0 ? "unknown (taken as 1024 KiB)"
+                                             : (std::to_string(kernels::l2_cache_bytes() / 1024) + " KiB").c_str(),
+              blocks.weight_bytes / 1024, blocks.act_bytes / 1024);
   std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
               "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "
               "batch, but prefill is compute bound);\ncompute roofline: tokens/s if each pass only ran its weight products at the "

@@ -1,5 +1,7 @@
 #include "kernels/isa.h"
 
+#include <unistd.h>
+
 #if TOKAMAK_HAVE_X86_SIMD
 #include <cpuid.h>
 #endif
@@ -76,6 +78,18 @@ std::vector<Isa> supported_isas() {
     if (isa_supported(isa)) out.push_back(isa);
   }
   return out;
+}
+
+size_t l2_cache_bytes() {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  static const size_t bytes = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<size_t>(v) : size_t{0};
+  }();
+  return bytes;
+#else
+  return 0;
+#endif
 }
 
 }  // namespace tokamak::kernels

@@ -7,6 +7,7 @@
 // every supported variant against the references.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,10 @@ bool isa_supported(Isa isa);
 Isa best_isa();
 // Every supported variant, kScalar first.
 std::vector<Isa> supported_isas();
+
+// Bytes of this CPU's L2 cache per core as the C library reports it (CPUID on
+// x86); 0 where it does not know.
+size_t l2_cache_bytes();
 
 }  // namespace tokamak::kernels
 

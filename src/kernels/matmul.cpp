@@ -16,15 +16,15 @@
 namespace tokamak::kernels {
 namespace {
 
-// A kernel call's weight rows (kBlockBytes) and its activation rows
-// (kActBlockBytes) should fit together in a 1-2 MB L2. run_rows keeps one
-// block of rows in L2 while every token block passes by: weights come from
-// memory once, and the activations (a few MB for a long prompt, in L3) once
-// per row block. Twice the activations of before (matmul_bench Gemm f16
-// tokens:512 on Zen 5, 3 alternations: attn_q +5%, ffn_up +7%, the quantized
-// types level; three times was slower for all).
-constexpr size_t kBlockBytes = 256 * 1024;
-constexpr size_t kActBlockBytes = 512 * 1024;
+// A kernel call's weight rows and its activation rows should fit together in
+// L2 (matmul_blocks): run_rows keeps one block of rows in L2 while every
+// token block passes by, so weights come from memory once and the activations
+// (a few MB for a long prompt, in L3) once per row block.
+const MatmulBlocks& blocks() {
+  static const MatmulBlocks b = matmul_blocks(l2_cache_bytes());
+  return b;
+}
+
 // Chunks of rows handed to threads are multiples of this (whole register
 // tiles, whole cache lines of y).
 constexpr int64_t kRowAlign = 16;
@@ -42,9 +42,9 @@ struct Target {
   size_t act_stride;
 };
 
-// Rows per kernel call: about kBlockBytes of weights, a multiple of kRowAlign.
+// Rows per kernel call: about blocks().weight_bytes of weights, a multiple of kRowAlign.
 int64_t row_block(const Target& t) {
-  return std::max<int64_t>(kRowAlign, static_cast<int64_t>(kBlockBytes / t.row_bytes) / kRowAlign * kRowAlign);
+  return std::max<int64_t>(kRowAlign, static_cast<int64_t>(blocks().weight_bytes / t.row_bytes) / kRowAlign * kRowAlign);
 }
 
 // A plain kernel over interleaved rows: each group of 8 is copied back to
@@ -75,7 +75,7 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
   const int64_t rows_per_call = row_block(t);
   // A multiple of 12 tokens: whole register tiles (4 or 6 tokens wide), so
   // only the batch's last tokens go through narrower tiles.
-  const int64_t token_block = std::max<int64_t>(12, static_cast<int64_t>(kActBlockBytes / t.act_stride) / 12 * 12);
+  const int64_t token_block = std::max<int64_t>(12, static_cast<int64_t>(blocks().act_bytes / t.act_stride) / 12 * 12);
   GemmArgs a;
   a.type = t.w->type;
   a.w_stride = t.row_bytes;
@@ -100,6 +100,16 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
 }
 
 }  // namespace
+
+MatmulBlocks matmul_blocks(size_t l2_bytes) {
+  // A quarter of L2 for weights and half for activations: on a 1 MiB L2 (Zen 5)
+  // 256 and 512 KiB, where matmul_bench Gemm f16 tokens:512 measured attn_q +5%
+  // and ffn_up +7% against 256 KiB of activations, the quantized types level,
+  // and 768 KiB slower for every type. An unknown L2 counts as 1 MiB; the
+  // bounds keep tiny or odd reports from starving the register tiles.
+  const size_t l2 = l2_bytes == 0 ? size_t{1} << 20 : l2_bytes;
+  return {std::clamp<size_t>(l2 / 4, 64 * 1024, 1024 * 1024), std::clamp<size_t>(l2 / 2, 128 * 1024, 2048 * 1024)};
+}
 
 Matmul::Matmul(MatmulOptions options) : options_(options) {
   if (!isa_supported(options.isa)) throw Error("matmul: this CPU cannot run the " + std::string(isa_name(options.isa)) + " kernels");

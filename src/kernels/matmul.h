@@ -35,6 +35,14 @@ struct MatmulOptions {
   MatmulPrecision precision = MatmulPrecision::kQuantized;
 };
 
+// Bytes of weights and of activations per kernel call, from the L2 size
+// (bytes per core; 0: unknown). Exposed for tests.
+struct MatmulBlocks {
+  size_t weight_bytes;
+  size_t act_bytes;
+};
+MatmulBlocks matmul_blocks(size_t l2_bytes);
+
 // One weight of a (possibly fused) product and where its result goes.
 struct MatmulOut {
   const TensorView* w = nullptr;  // [ne0 = n_in, ne1 = n_out], any supported type

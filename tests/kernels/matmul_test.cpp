@@ -526,5 +526,22 @@ TEST(Matmul, RejectsMismatchedFusedWidthsUnsupportedTypesAndTooManyOutputs) {
   mm.run(va, x.data(), 0, y.data(), pool);  // no tokens: nothing to do
 }
 
+// The cache blocks follow the L2 size: a quarter for weights, half for
+// activations, 1 MiB when unknown, within [64 KiB, 1 MiB] and [128 KiB, 2 MiB].
+TEST(Matmul, CacheBlocksFollowTheL2Size) {
+  const auto kib = [](size_t n) { return n * 1024; };
+  const struct {
+    size_t l2, weights, acts;
+  } cases[] = {{kib(1024), kib(256), kib(512)}, {0, kib(256), kib(512)},       {kib(512), kib(128), kib(256)},
+               {kib(2048), kib(512), kib(1024)}, {kib(32), kib(64), kib(128)}, {kib(65536), kib(1024), kib(2048)}};
+  for (const auto& c : cases) {
+    const MatmulBlocks b = matmul_blocks(c.l2);
+    EXPECT_EQ(b.weight_bytes, c.weights) << "L2 " << c.l2;
+    EXPECT_EQ(b.act_bytes, c.acts) << "L2 " << c.l2;
+  }
+  const size_t l2 = l2_cache_bytes();  // 0 (unknown) or a real cache, not a stray value
+  EXPECT_TRUE(l2 == 0 || (l2 >= kib(64) && l2 <= kib(65536))) << l2;
+}
+
 }  // namespace
 }  // namespace tokamak::kernels
