@@ -188,12 +188,12 @@ int bench_main(int argc, char** argv) {
                   r.test.c_str(), r.comm_ms_per_pass);
     }
   }
-  const kernels::MatmulBlocks blocks = kernels::matmul_blocks(kernels::l2_cache_bytes());
+  const size_t l2 = kernels::l2_cache_bytes();
+  const kernels::MatmulBlocks blocks = kernels::matmul_blocks(l2);
   std::printf("\nkernels: %s; L2 per core %s, GEMM blocks of %zu KiB weights x %zu KiB activations\n",
               std::string(kernels::isa_name(options.matmul.isa)).c_str(),
-              kernels::l2_cache_bytes() == 0 ? "unknown (taken as 1024 KiB)"
-                                             : (std::to_string(kernels::l2_cache_bytes() / 1024) + " KiB").c_str(),
-              blocks.weight_bytes / 1024, blocks.act_bytes / 1024);
+              l2 == 0 ? "unknown" : (std::to_string(l2 / 1024) + " KiB").c_str(), blocks.weight_bytes / 1024,
+              blocks.act_bytes / 1024);
   std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
               "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "
               "batch, but prefill is compute bound);\ncompute roofline: tokens/s if each pass only ran its weight products at the "
