@@ -253,7 +253,7 @@ template <int N>
 // registers). In a segment, 128-bit lanes 0-1 hold values of V scale group
 // 2s and lanes 2-3 of group 2s + 1 (q4), or all of the row's one group (q8):
 // each half of the broadcast weights comes from its group.
-template <int HN>
+template <KvType VT, int HN>
 [[gnu::always_inline]] inline void value_pass(const IntTile& t, int s, int g_lo, int g_hi, int h0,
                                              const uint8_t (&wq)[kHeadBlock][kMaxScaleGroups][kKeyTile],
                                              const float* corr, const float* w_scale, float* const* states,
@@ -270,10 +270,14 @@ template <int HN>
     const __m512i v3 = _mm512_load_si512(t.v[s][kg][3]);
 #pragma GCC unroll 4
     for (int h = 0; h < HN; ++h) {
-      int32_t w_lo, w_hi;
+      int32_t w_lo;
       std::memcpy(&w_lo, wq[h0 + h][g_lo] + 4 * kg, sizeof(w_lo));
-      std::memcpy(&w_hi, wq[h0 + h][g_hi] + 4 * kg, sizeof(w_hi));
-      const __m512i wv = _mm512_inserti64x4(_mm512_set1_epi32(w_lo), _mm256_set1_epi32(w_hi), 1);
+      __m512i wv = _mm512_set1_epi32(w_lo);
+      if constexpr (VT == KvType::Q4) {  // q8 rows have one scale group: g_hi == g_lo
+        int32_t w_hi;
+        std::memcpy(&w_hi, wq[h0 + h][g_hi] + 4 * kg, sizeof(w_hi));
+        wv = _mm512_inserti64x4(wv, _mm256_set1_epi32(w_hi), 1);
+      }
       sums[h][0] = _mm512_dpbusd_epi32(sums[h][0], wv, v0);
       sums[h][1] = _mm512_dpbusd_epi32(sums[h][1], wv, v1);
       sums[h][2] = _mm512_dpbusd_epi32(sums[h][2], wv, v2);
@@ -306,7 +310,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   // Scores: sum over K's scale groups of the group's integer dot products
   // (hi and lo parts, a pass each) times the keys' scales of that group.
   // [head][key].
-  alignas(64) float sc[N][kKeyTile] = {};
+  alignas(64) float sc[N][kKeyTile];  // set by the first group (a zeroing here was a rep stosq)
   const int k_groups = scale_groups(KT, d), v_groups = scale_groups(VT, d);
   const int dwords_per_group = d / 4 / k_groups;
   const int8_t* q_hi[N];
@@ -345,8 +349,8 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
     for (int h = 0; h < N; ++h) {
       for (int half = 0; half < 2; ++half) {
         float* at = sc[h] + 16 * half;
-        _mm512_store_ps(at, _mm512_fmadd_ps(_mm512_load_ps(raw[h] + 16 * half), _mm512_load_ps(t.k_scale[g] + 16 * half),
-                                            _mm512_load_ps(at)));
+        const __m512 r = _mm512_load_ps(raw[h] + 16 * half), ks = _mm512_load_ps(t.k_scale[g] + 16 * half);
+        _mm512_store_ps(at, g == 0 ? _mm512_mul_ps(r, ks) : _mm512_fmadd_ps(r, ks, _mm512_load_ps(at)));
       }
     }
   }
@@ -402,7 +406,7 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   for (int s = 0; s < segments; ++s) {
     const int g_lo = v_groups == 1 ? 0 : 2 * s;
     const int g_hi = v_groups == 1 ? 0 : 2 * s + 1;
-    for (int h0 = 0; h0 < N; h0 += kValueHeads) value_pass<kValueHeads>(t, s, g_lo, g_hi, h0, wq, corr, w_scale, states, ahead);
+    for (int h0 = 0; h0 < N; h0 += kValueHeads) value_pass<VT, kValueHeads>(t, s, g_lo, g_hi, h0, wq, corr, w_scale, states, ahead);
   }
 }
 
