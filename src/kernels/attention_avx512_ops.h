@@ -144,11 +144,16 @@ struct Avx512Ops {
     for (; i < d; i += 16) axpy_block<1>(acc + i, vc, p, vt + i, n, d);
   }
 
-  // dst[c * ds + r] = src[r * ss + c] for a 16 x 16 block: pairs of rows
-  // interleave, then 4-row groups, then 128-bit lanes across groups.
+  // dst[c * ds + r] = src[r * ss + c] for a 16 x 16 block.
   static void transpose16(const float* src, int64_t ss, float* dst, int64_t ds) {
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ss);
+    transpose16(r, dst, ds);
+  }
+  // dst[c * ds + i] = lane c of r[i]: pairs of rows interleave, then 4-row
+  // groups, then 128-bit lanes across groups.
+  [[gnu::always_inline]] static void transpose16(const __m512 (&r)[16], float* dst, int64_t ds) {
+    __m512 t[16];
     for (int i = 0; i < 8; ++i) {
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);

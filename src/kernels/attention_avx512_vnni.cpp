@@ -104,11 +104,6 @@ float row_scale(const uint8_t* row, int d, int g) {
   return _cvtsh_ss(h);
 }
 
-// dst[c * stride + 4 j ..] = dword c of rows[j], for 16 rows of 16 dwords.
-void transpose16_dwords(const __m512i* rows, uint8_t* dst, int64_t dst_stride) {
-  Avx512Ops::transpose16(reinterpret_cast<const float*>(rows), 16, reinterpret_cast<float*>(dst), dst_stride / 4);
-}
-
 // Values [64 s, 64 s + 64) of a V row, signed so that their scales are not
 // negative: the weights p_j * sv_j meet VPDPBUSD as unsigned bytes. A q4
 // group's scale is negative when its value of largest magnitude is positive
@@ -146,10 +141,15 @@ void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, Int
   }
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int s = 0; s < segments; ++s) {
-    __m512i rows[kKeyTile];
-    for (int j = 0; j < kKeyTile; ++j) rows[j] = _mm512_xor_si512(row_segment<KT>(k_rows[j], s), bias);
-    transpose16_dwords(rows, &t.k[s][0][0], kKeyTile * 4);
-    transpose16_dwords(rows + 16, &t.k[s][0][64], kKeyTile * 4);
+    // 16 keys at a time, transposed in registers: 32 rows would not fit
+    // in them, and a staging copy costs a store and a load per row.
+    for (int half = 0; half < 2; ++half) {
+      __m512 rows[16];
+      for (int j = 0; j < 16; ++j) {
+        rows[j] = _mm512_castsi512_ps(_mm512_xor_si512(row_segment<KT>(k_rows[16 * half + j], s), bias));
+      }
+      Avx512Ops::transpose16(rows, reinterpret_cast<float*>(&t.k[s][0][64 * half]), kKeyTile);
+    }
     for (int g = 0; g < kGroups; ++g) {
       const __m512i r0 = v_segment<VT>(v_rows[4 * g], d, s);
       const __m512i r1 = v_segment<VT>(v_rows[4 * g + 1], d, s);
