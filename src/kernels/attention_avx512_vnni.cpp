@@ -296,6 +296,32 @@ template <KvType VT, int HN>
   }
 }
 
+// out[h] = the sum of the 16 lanes of v[h], h < 8, for 8 vectors at once:
+// halves, then quarters, ... of all of them meet in one vector per level (15
+// shuffles and 8 adds where 8 single sums take 56 steps, each a chain that
+// held up the state's update). The tree is Avx512Ops::reduce_add's: lane i
+// meets i + 8, then i + 4, i + 2, i + 1, so the sums round as its do.
+// (Batching the max before the exps, or the weights' max before their
+// rounding, was slower: those sit on the path to the next phase.)
+[[gnu::always_inline]] inline void reduce_add8(const __m512 (&v)[8], float* out) {
+  __m512 w[4];  // w[k]: 128-bit lanes 0-1 sum v[2k]'s halves, 2-3 v[2k + 1]'s
+  for (int k = 0; k < 4; ++k) {
+    w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+  }
+  __m512 x[2];  // x[k]: 128-bit lane L holds 4 partial sums of v[4k + L]
+  for (int k = 0; k < 2; ++k) {
+    x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0x88),
+                         _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0xDD));
+  }
+  // 128-bit lane L: [v[L] twice, v[L + 4] twice], then each pair added.
+  const __m512 y = _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], 0x44), _mm512_shuffle_ps(x[0], x[1], 0xEE));
+  const __m512 z = _mm512_add_ps(y, _mm512_shuffle_ps(y, y, 0xB1));
+  // v[h]'s sum sits at lane 4h (h < 4) and 4 (h - 4) + 2.
+  const __m512i to_head = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm256_store_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(to_head, z)));
+}
+
 // One online-softmax step of N (1, 2, 4 or 8) query heads sharing the KV
 // head over keys [jb, je) of the tile. states[h]: [m, l, acc[d]] of head h.
 // The heads go side by side through each phase so that their dependency
@@ -375,17 +401,22 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   }
   // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
   _mm512_store_ps(corr, Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(m_old), _mm512_load_ps(m_new))));
+  __m512 row_sum[8];
   for (int h = 0; h < N; ++h) {
     if (m_old[h] == kNegInf) corr[h] = 0.0f;
     Avx512Ops::exp_shift(sc[h], kKeyTile, m_new[h]);
     states[h][0] = m_new[h];
-    states[h][1] = states[h][1] * corr[h] + Avx512Ops::sum(sc[h], kKeyTile);
+    row_sum[h] = _mm512_add_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(sc[h] + 16));
     for (int g = 0; g < v_groups; ++g) {
       const __m512 w0 = _mm512_mul_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(t.v_scale[g]));
       const __m512 w1 = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16), _mm512_load_ps(t.v_scale[g] + 16));
       w_max[h * kMaxScaleGroups + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
     }
   }
+  for (int h = N; h < 8; ++h) row_sum[h] = row_sum[0];
+  alignas(32) float tile_sum[8];
+  reduce_add8(row_sum, tile_sum);  // Avx512Ops::sum's order
+  for (int h = 0; h < N; ++h) states[h][1] = states[h][1] * corr[h] + tile_sum[h];
   for (int i = 0; i < N * kMaxScaleGroups; i += 16) {
     const __m512 wm = _mm512_load_ps(w_max + i);
     const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
