@@ -117,21 +117,18 @@ __m512i v_segment(const uint8_t* row, int d, int s) {
   return _mm512_mask_sub_epi8(r, neg, _mm512_setzero_si512(), r);
 }
 
-// Loads keys [t0, t0 + n) of the KV head into `t`; keys past n are zero
+// Loads the n keys whose rows are `tile_rows` into `t`; keys past n are zero
 // (their scores are masked, their weights 0). Rows are read in place: a
 // staging copy of V compiled to a memcpy call per row, 10% of decode time.
 template <KvType KT, KvType VT>
-void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, IntTile& t) {
+void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int64_t n, int d, IntTile& t) {
   alignas(64) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4 * kMaxScaleGroups] = {};
   const int segments = d / kSegment;
   const uint8_t* k_rows[kKeyTile];
   const uint8_t* v_rows[kKeyTile];
-  for (bool keys : {true, false}) {
-    const uint8_t** rows = keys ? k_rows : v_rows;
-    detail::for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
-      for (int64_t r = 0; r < run; ++r) rows[j + r] = src + r * row_bytes;
-    });
-    for (int64_t j = n; j < kKeyTile; ++j) rows[j] = kZeroRow;
+  for (int64_t j = 0; j < kKeyTile; ++j) {
+    k_rows[j] = j < n ? tile_rows.k[j] : kZeroRow;
+    v_rows[j] = j < n ? tile_rows.v[j] : kZeroRow;
   }
   for (int g = 0; g < scale_groups(KT, d); ++g) {
     for (int j = 0; j < kKeyTile; ++j) t.k_scale[g][j] = row_scale<KT>(k_rows[j], d, g);
@@ -482,7 +479,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
       return;
     }
-    load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
+    load_int_tile<KT, VT>(ahead.rows(), n_tile, d, t);
     for (int i = 0; i < tile.n_tokens; ++i) {
       const detail::TileKeys k = detail::tile_keys(p, tile.positions[i], t0, n_tile);
       if (k.jb >= k.je) continue;

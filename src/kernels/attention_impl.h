@@ -94,15 +94,30 @@ class TilePrefetch {
       return;
     }
     // Kept as runs of lines, not a line each: listing a tile's ~70 lines
-    // one store at a time was 9% of a decode layer's attention at 8K.
+    // one store at a time was 9% of a decode layer's attention at 8K. The
+    // walk also notes each key's rows for the step that loads the tile
+    // (rows()), which would otherwise walk the block table again.
+    current_ = 1 - current_;
+    TileRows& rows = rows_[1 - current_];
     for (bool keys : {true, false}) {
-      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
+      const uint8_t** row = keys ? rows.k : rows.v;
+      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+        for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
         runs_[n_runs_++] = {first, last + 64};
       });
     }
   }
+  // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
+  struct TileRows {
+    const uint8_t* k[kKeyTile];
+    const uint8_t* v[kKeyTile];
+  };
+  // The rows of the tile gathered before the latest gather (with drip): in
+  // for_each_chunk_tile, those of the tile its step computes. Keys past
+  // the tile's end are unset.
+  const TileRows& rows() const { return rows_[current_]; }
   // Asks for the next k lines.
   void issue(int k) {
     for (int i = 0; i < k; ++i) {
@@ -125,6 +140,8 @@ class TilePrefetch {
   // A run is rows adjacent in one block: at most one per key, for K and V.
   static constexpr int kMaxRuns = 2 * kKeyTile;
   bool drip_;
+  TileRows rows_[2];
+  int current_ = 0;  // rows_[current_]: the tile before the latest gathered
   LineRun runs_[kMaxRuns];
   int n_runs_ = 0;
   int next_run_ = 0;
