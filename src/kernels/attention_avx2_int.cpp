@@ -126,20 +126,18 @@ float row_scale(const uint8_t* row, int d, int g) {
   return fp16_to_fp32(h);
 }
 
-// Loads keys [t0, t0 + n) of the KV head into `t`; keys past n read a zero
-// row (scale 0: their scores are masked, their weights 0).
+// Loads the n keys whose rows are `tile_rows` (TilePrefetch::rows) into `t`;
+// keys past n read a zero row (scale 0: their scores are masked, their
+// weights 0).
 template <KvType KT, KvType VT>
-void load_int_tile(const KvView& kv, int head, int64_t t0, int64_t n, int d, IntTile& t) {
+void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int64_t n, int d, IntTile& t) {
   alignas(32) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4 * kMaxScaleGroups] = {};
   const int segments = d / kSegment;
   const uint8_t* k_rows[kKeyTile];
   const uint8_t* v_rows[kKeyTile];
-  for (bool keys : {true, false}) {
-    const uint8_t** rows = keys ? k_rows : v_rows;
-    detail::for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
-      for (int64_t r = 0; r < run; ++r) rows[j + r] = src + r * row_bytes;
-    });
-    for (int64_t j = n; j < kKeyTile; ++j) rows[j] = kZeroRow;
+  for (int64_t j = 0; j < kKeyTile; ++j) {
+    k_rows[j] = j < n ? tile_rows.k[j] : kZeroRow;
+    v_rows[j] = j < n ? tile_rows.v[j] : kZeroRow;
   }
   for (int g = 0; g < scale_groups(KT, d); ++g) {
     for (int j = 0; j < kKeyTile; ++j) t.k_scale[g][j] = row_scale<KT>(k_rows[j], d, g);
@@ -243,14 +241,18 @@ void store_block(const HeadBlock& b, int n, int d, float* const* states) {
 // s[j] = the block's scores of keys [kb, ke) (whole key blocks): per head,
 // the sum over K's scale groups of the integer dot product times the key's
 // scale, times the query's scale.
+// Asks for the next tile's lines as it goes (TilePrefetch::issue), one per
+// step of 8 keys x a value pair: ~70 lines go out over the first two of
+// the tile's four key blocks.
 template <KvType KT>
-void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (*s)[kLanes]) {
+void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (*s)[kLanes], detail::TilePrefetch& ahead) {
   const int groups = scale_groups(KT, d);
   const int pairs = d / 2 / groups;
   for (int j0 = kb; j0 < ke; j0 += kKeyBlock) {
     for (int g = 0; g < groups; ++g) {
       Sums acc[kKeyBlock] = {};
       for (int c = g * pairs; c < (g + 1) * pairs; ++c) {
+        ahead.issue(1);
         const __m256i qv = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.q + c * kLanes));
         for (int u = 0; u < kKeyBlock; ++u) acc[u] += Sums(_mm256_madd_epi16(_mm256_set1_epi32(t.k_pair(j0 + u, c)), qv));
       }
@@ -266,10 +268,11 @@ void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (
 
 // One online-softmax step of a head block over keys [jb, je) of the tile.
 template <KvType KT, KvType VT>
-void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t, int jb, int je) {
+void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t, int jb, int je,
+                  detail::TilePrefetch& ahead) {
   const int d = p.head_dim;
   alignas(32) float s[kKeyTile][kLanes];
-  scores<KT>(b, t, d, jb / kKeyBlock * kKeyBlock, (je + kKeyBlock - 1) / kKeyBlock * kKeyBlock, s);
+  scores<KT>(b, t, d, jb / kKeyBlock * kKeyBlock, (je + kKeyBlock - 1) / kKeyBlock * kKeyBlock, s, ahead);
   if (p.softcap > 0.0f) {
     for (int j = jb; j < je; ++j) {
       for (float& x : s[j]) x = p.softcap * std::tanh(x / p.softcap);
@@ -373,16 +376,21 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       const int n = block_heads(blk, rows, states);
       init_block(rows, n, d, scale, head_block(pass + (blk - b0) * block_floats(d), d));
     }
-    detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
+    // for_each_chunk_tile's order: the first tile's lines asked for at
+    // once, each next tile's gathered before a step and dripped during it.
+    detail::TilePrefetch ahead(true);
+    ahead.gather(kv, tile.kv_head, keys.begin, std::min(kKeyTile, keys.end - keys.begin));
     for (int64_t t0 = keys.begin; t0 < int_end; t0 += kKeyTile) {
-      detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
+      const int64_t next = t0 + kKeyTile;
+      ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
       const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
-      load_int_tile<KT, VT>(kv, tile.kv_head, t0, n_tile, d, t);
+      load_int_tile<KT, VT>(ahead.rows(), n_tile, d, t);
       for (int blk = b0; blk < b1; ++blk) {
         const detail::TileKeys k = detail::tile_keys(p, tile.positions[blk / head_blocks], t0, n_tile);
-        if (k.jb < k.je) update_block<KT, VT>(p, head_block(pass + (blk - b0) * block_floats(d), d), t, k.jb, k.je);
+        if (k.jb < k.je) update_block<KT, VT>(p, head_block(pass + (blk - b0) * block_floats(d), d), t, k.jb, k.je, ahead);
       }
     }
+    ahead.issue_all();
     for (int blk = b0; blk < b1; ++blk) {
       const float* rows[kLanes];
       float* states[kLanes];
