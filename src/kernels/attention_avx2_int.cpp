@@ -126,19 +126,14 @@ float row_scale(const uint8_t* row, int d, int g) {
   return fp16_to_fp32(h);
 }
 
-// Loads the n keys whose rows are `tile_rows` (TilePrefetch::rows) into `t`;
-// keys past n read a zero row (scale 0: their scores are masked, their
-// weights 0).
+// Loads the keys whose rows are `tile_rows` (TilePrefetch::rows) into `t`;
+// keys past the tile's end read a zero row (scale 0: their scores are
+// masked, their weights 0).
 template <KvType KT, KvType VT>
-void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int64_t n, int d, IntTile& t) {
-  alignas(32) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4 * kMaxScaleGroups] = {};
+void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int d, IntTile& t) {
   const int segments = d / kSegment;
-  const uint8_t* k_rows[kKeyTile];
-  const uint8_t* v_rows[kKeyTile];
-  for (int64_t j = 0; j < kKeyTile; ++j) {
-    k_rows[j] = j < n ? tile_rows.k[j] : kZeroRow;
-    v_rows[j] = j < n ? tile_rows.v[j] : kZeroRow;
-  }
+  const uint8_t* const* k_rows = tile_rows.k;
+  const uint8_t* const* v_rows = tile_rows.v;
   for (int g = 0; g < scale_groups(KT, d); ++g) {
     for (int j = 0; j < kKeyTile; ++j) t.k_scale[g][j] = row_scale<KT>(k_rows[j], d, g);
   }
@@ -384,7 +379,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       const int64_t next = t0 + kKeyTile;
       ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
       const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
-      load_int_tile<KT, VT>(ahead.rows(), n_tile, d, t);
+      load_int_tile<KT, VT>(ahead.rows(), d, t);
       for (int blk = b0; blk < b1; ++blk) {
         const detail::TileKeys k = detail::tile_keys(p, tile.positions[blk / head_blocks], t0, n_tile);
         if (k.jb < k.je) update_block<KT, VT>(p, head_block(pass + (blk - b0) * block_floats(d), d), t, k.jb, k.je, ahead);

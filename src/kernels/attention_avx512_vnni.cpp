@@ -117,19 +117,15 @@ __m512i v_segment(const uint8_t* row, int d, int s) {
   return _mm512_mask_sub_epi8(r, neg, _mm512_setzero_si512(), r);
 }
 
-// Loads the n keys whose rows are `tile_rows` into `t`; keys past n are zero
-// (their scores are masked, their weights 0). Rows are read in place: a
-// staging copy of V compiled to a memcpy call per row, 10% of decode time.
+// Loads the keys whose rows are `tile_rows` (TilePrefetch::rows) into `t`;
+// keys past the tile's end read a zero row (their scores are masked, their
+// weights 0). Rows are read in place: a staging copy of V compiled to a
+// memcpy call per row, 10% of decode time.
 template <KvType KT, KvType VT>
-void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int64_t n, int d, IntTile& t) {
-  alignas(64) static constexpr uint8_t kZeroRow[kMaxHeadDim + 4 * kMaxScaleGroups] = {};
+void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int d, IntTile& t) {
   const int segments = d / kSegment;
-  const uint8_t* k_rows[kKeyTile];
-  const uint8_t* v_rows[kKeyTile];
-  for (int64_t j = 0; j < kKeyTile; ++j) {
-    k_rows[j] = j < n ? tile_rows.k[j] : kZeroRow;
-    v_rows[j] = j < n ? tile_rows.v[j] : kZeroRow;
-  }
+  const uint8_t* const* k_rows = tile_rows.k;
+  const uint8_t* const* v_rows = tile_rows.v;
   for (int g = 0; g < scale_groups(KT, d); ++g) {
     for (int j = 0; j < kKeyTile; ++j) t.k_scale[g][j] = row_scale<KT>(k_rows[j], d, g);
   }
@@ -298,8 +294,6 @@ template <KvType VT, int HN>
 // shuffles and 8 adds where 8 single sums take 56 steps, each a chain that
 // held up the state's update). The tree is Avx512Ops::reduce_add's: lane i
 // meets i + 8, then i + 4, i + 2, i + 1, so the sums round as its do.
-// (Batching the max before the exps, or the weights' max before their
-// rounding, was slower: those sit on the path to the next phase.)
 [[gnu::always_inline]] inline void reduce_add8(const __m512 (&v)[8], float* out) {
   __m512 w[4];  // w[k]: 128-bit lanes 0-1 sum v[2k]'s halves, 2-3 v[2k + 1]'s
   for (int k = 0; k < 4; ++k) {
@@ -412,6 +406,9 @@ void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, cons
   }
   for (int h = N; h < 8; ++h) row_sum[h] = row_sum[0];
   alignas(32) float tile_sum[8];
+  // Only the sums go through reduce_add8: batching the max before the exps,
+  // or the weights' max before their rounding, was slower (those sit on the
+  // path to the next phase).
   reduce_add8(row_sum, tile_sum);  // Avx512Ops::sum's order
   for (int h = 0; h < N; ++h) states[h][1] = states[h][1] * corr[h] + tile_sum[h];
   for (int i = 0; i < N * kMaxScaleGroups; i += 16) {
@@ -479,7 +476,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, fb, partial);
       return;
     }
-    load_int_tile<KT, VT>(ahead.rows(), n_tile, d, t);
+    load_int_tile<KT, VT>(ahead.rows(), d, t);
     for (int i = 0; i < tile.n_tokens; ++i) {
       const detail::TileKeys k = detail::tile_keys(p, tile.positions[i], t0, n_tile);
       if (k.jb >= k.je) continue;

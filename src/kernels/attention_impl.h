@@ -78,6 +78,10 @@ void for_each_tile_line(const KvView& kv, int head, int64_t t0, int64_t n, Fn&& 
 // instructions behind it until most lines have arrived, so reading and
 // computing took turns; dripped, the reads overlap the arithmetic. The others
 // have them asked for at once.
+// A row of zeros as long as any quantized head row (values, then scales):
+// the row of keys past a tile's end, whose scores are masked and weights 0.
+alignas(64) inline constexpr uint8_t kZeroKvRow[kMaxHeadDim + 4 * (kMaxHeadDim / 32)] = {};
+
 class TilePrefetch {
  public:
   // drip: gather keeps the lines for issue; else it asks for them at once
@@ -107,6 +111,7 @@ class TilePrefetch {
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
         runs_[n_runs_++] = {first, last + 64};
       });
+      for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
     }
   }
   // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
@@ -116,7 +121,7 @@ class TilePrefetch {
   };
   // The rows of the tile gathered before the latest gather (with drip): in
   // for_each_chunk_tile, those of the tile its step computes. Keys past
-  // the tile's end are unset.
+  // the tile's end read kZeroKvRow.
   const TileRows& rows() const { return rows_[current_]; }
   // Asks for the next k lines.
   void issue(int k) {
