@@ -28,6 +28,9 @@ const MatmulBlocks& blocks() {
 // Chunks of rows handed to threads are multiples of this (whole register
 // tiles, whole cache lines of y).
 constexpr int64_t kRowAlign = 16;
+// Multiply-adds: below kSmallJob a job is split in fixed ranges of at least kSmallJobGrain (Matmul::run).
+constexpr int64_t kSmallJob = int64_t{1} << 18;
+constexpr int64_t kSmallJobGrain = 2048;
 static_assert(kRowAlign % kInterleaveRows == 0, "chunks of interleaved weights start on a group");
 
 struct Target {
@@ -190,9 +193,10 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     }, token_grain);
   }
 
-  // Rows of all targets go out in chunks that threads claim as they finish
-  // the previous one, so a thread slowed by anything else on its core does not
-  // hold up the rest. Which thread computes a row never changes its value.
+  // Rows of all targets go out in chunks that threads of a large job claim as
+  // they finish the previous one, so a thread slowed by anything else on its
+  // core does not hold up the rest. Which thread computes a row never changes
+  // its value.
   std::array<int64_t, kMaxFused> chunk_rows{};
   std::array<int64_t, kMaxFused + 1> first_chunk{};
   const int n_threads = pool.size();
@@ -204,22 +208,35 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     first_chunk[static_cast<size_t>(j) + 1] = first_chunk[static_cast<size_t>(j)] + (t.n_rows + rows - 1) / rows;
   }
   const int64_t n_chunks = first_chunk[static_cast<size_t>(n_targets)];
-  // Below ~64K multiply-adds in all, a second thread's wake-up costs more than
-  // it saves (stories260K's rows are 64 wide): the caller does it alone.
+  auto run_chunk = [&](int64_t c, int& j) {
+    while (c >= first_chunk[static_cast<size_t>(j) + 1]) ++j;
+    const Target& t = targets[static_cast<size_t>(j)];
+    const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
+    run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens, continue_sums_);
+  };
+  // A small job (a decode step of a model whose weights fit in the cores'
+  // caches: stories260K's matmuls are 4K-32K multiply-adds) is split once, in
+  // fixed ranges: claiming its ~10 chunks one by one cost a contended atomic
+  // each, and a core's rows moved to the other core's cache from step to
+  // step. Ranges hold >= kSmallJobGrain multiply-adds, ~5x a fork-join of
+  // the pool (~140 ns with its workers spinning).
   int64_t work = 0;
   for (int j = 0; j < n_targets; ++j) work += targets[static_cast<size_t>(j)].n_rows * k * n_tokens;
-  const int64_t grain = work < (int64_t{1} << 16) ? n_threads : 1;
+  if (work < kSmallJob) {
+    pool.parallel_for(n_chunks, [&](int64_t b, int64_t e, int) {
+      int j = 0;
+      for (int64_t c = b; c < e; ++c) run_chunk(c, j);
+    }, std::max<int64_t>(1, n_chunks * kSmallJobGrain / std::max<int64_t>(1, work)));
+    return;
+  }
   std::atomic<int64_t> next_chunk{0};
   pool.parallel_for(n_threads, [&](int64_t, int64_t, int) {
     int j = 0;
     for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
          c = next_chunk.fetch_add(1, std::memory_order_relaxed)) {
-      while (c >= first_chunk[static_cast<size_t>(j) + 1]) ++j;
-      const Target& t = targets[static_cast<size_t>(j)];
-      const int64_t begin = (c - first_chunk[static_cast<size_t>(j)]) * chunk_rows[static_cast<size_t>(j)];
-      run_rows(t, k, begin, std::min(t.n_rows, begin + chunk_rows[static_cast<size_t>(j)]), n_tokens, continue_sums_);
+      run_chunk(c, j);
     }
-  }, grain);
+  });
 }
 
 void Matmul::run_continuing(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -87,7 +87,9 @@ void PagedAttention::plan(const ModelConfig& c, const kv::KvLayout& layout, cons
     }
   }
   // Multiply-adds of the step (queries x keys x head_dim, QK and PV), so that
-  // each thread gets at least ~64K: below that a thread's wake-up costs more.
+  // each thread gets at least ~4K: a task costs far more than its
+  // multiply-adds (stories260K's 8-wide heads: ~0.5 us for ~4K at 128 keys),
+  // and a fork-join of the pool ~140 ns while its workers spin.
   int64_t work = 0;
   for (const Tile& tile : tiles_) {
     const int64_t keys = std::min<int64_t>(tile.n_chunks * kernels::kKeyChunk,
@@ -95,7 +97,7 @@ void PagedAttention::plan(const ModelConfig& c, const kv::KvLayout& layout, cons
     work += 2LL * tile.n_tokens * c.n_heads * c.head_dim * keys;
   }
   const int64_t per_task = std::max<int64_t>(1, work / std::max<int64_t>(1, static_cast<int64_t>(tasks_.size())));
-  task_grain_ = std::max<int64_t>(1, (int64_t{1} << 16) / per_task);
+  task_grain_ = std::max<int64_t>(1, (int64_t{1} << 12) / per_task);
   if (static_cast<int64_t>(partials_.size()) < partial_floats) partials_.resize(static_cast<size_t>(partial_floats));
   scratch_stride_ = 2 * kernels::attention_tile_state_floats(params_, kQueryTile);
   const size_t scratch = static_cast<size_t>(scratch_stride_ * n_threads);
