@@ -1,5 +1,6 @@
 // Decode attention over the paged KV cache at several context lengths, for a
-// TinyLlama-shaped layer (32 query heads over 4 KV heads of 64), per KV type.
+// TinyLlama-shaped layer (32 query heads over 4 KV heads of 64), per KV type,
+// and for stories260K's (8 query heads over 4 KV heads of 8: BM_SmallHeads).
 // One iteration = one decode token through one layer, on one thread, with the
 // widest ISA this CPU runs. Counters: keys/s and the KV bytes read per second.
 //
@@ -21,9 +22,11 @@ namespace {
 
 using kernels::KvType;
 
-constexpr int kHeads = 32;
-constexpr int kKvHeads = 4;
-constexpr int kHeadDim = 64;
+struct Shape {
+  int heads, kv_heads, head_dim;
+};
+constexpr Shape kTinyLlama{32, 4, 64};
+constexpr Shape kStories260K{8, 4, 8};
 
 struct Setup {
   std::unique_ptr<kv::KvCache> cache;
@@ -33,16 +36,17 @@ struct Setup {
   kv::KvLayout layout;
 };
 
-Setup make_setup(KvType k, KvType v, int recent, int64_t ctx, int n_layers = 1) {
+Setup make_setup(KvType k, KvType v, int recent, int64_t ctx, int n_layers = 1, Shape shape = kTinyLlama) {
   Setup s;
   s.layout.n_layers = n_layers;
-  s.layout.n_kv_heads = kKvHeads;
-  s.layout.head_dim = kHeadDim;
+  s.layout.n_kv_heads = shape.kv_heads;
+  s.layout.head_dim = shape.head_dim;
   s.layout.format = {k, v, recent, 16};
   s.cache = std::make_unique<kv::KvCache>(s.layout, static_cast<int32_t>(ctx / 16 + 8 + s.layout.recent_blocks()));
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
-  std::vector<float> kr(kKvHeads * kHeadDim), vr(kKvHeads * kHeadDim);
+  std::vector<float> kr(static_cast<size_t>(shape.kv_heads * shape.head_dim));
+  std::vector<float> vr(kr.size());
   s.cache->prepare_write(0, 0, ctx);
   for (int layer = 0; layer < n_layers; ++layer) {
     for (int64_t p = 0; p < ctx; ++p) {
@@ -54,24 +58,25 @@ Setup make_setup(KvType k, KvType v, int recent, int64_t ctx, int n_layers = 1) 
     }
   }
   s.cache->set_length(0, ctx);
-  s.q.resize(kHeads * kHeadDim);
+  s.q.resize(static_cast<size_t>(shape.heads * shape.head_dim));
   for (float& x : s.q) x = normal(rng);
-  s.out.resize(kHeads * kHeadDim);
-  s.scratch.resize(static_cast<size_t>(2 * kernels::attention_tile_state_floats({kHeads, kKvHeads, kHeadDim}, 1)));
+  s.out.resize(s.q.size());
+  s.scratch.resize(static_cast<size_t>(2 * kernels::attention_tile_state_floats({shape.heads, shape.kv_heads, shape.head_dim}, 1)));
   return s;
 }
 
-void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent) {
+// One decode token through one layer of `shape`.
+void run_decode(benchmark::State& state, KvType k, KvType v, int recent, Shape shape) {
   const int64_t ctx = state.range(0);
-  Setup s = make_setup(k, v, recent, ctx);
-  const kernels::AttentionParams dims{kHeads, kKvHeads, kHeadDim};
+  Setup s = make_setup(k, v, recent, ctx, 1, shape);
+  const kernels::AttentionParams dims{shape.heads, shape.kv_heads, shape.head_dim};
   const int32_t pos = static_cast<int32_t>(ctx - 1);
   const kernels::KvView view = s.cache->view(0, 0, pos);
   const float* q = s.q.data();
   float* out = s.out.data();
   const kernels::Isa isa = bench_isa();
   for (auto _ : state) {
-    for (int h = 0; h < kKvHeads; ++h) {
+    for (int h = 0; h < shape.kv_heads; ++h) {
       const kernels::QueryTile tile{&q, &pos, 1, h};
       kernels::attention(isa, dims, view, tile, &out, s.scratch.data());
     }
@@ -85,6 +90,13 @@ void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent)
   state.SetLabel(std::string(kernels::isa_name(isa)));
 }
 
+void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent) {
+  run_decode(state, k, v, recent, kTinyLlama);
+}
+// Heads of 8 (stories260K, f16 KV as `run` keeps it): per-tile and per-query
+// overheads, not arithmetic, set the pace.
+void BM_SmallHeads(benchmark::State& state, KvType k, KvType v) { run_decode(state, k, v, 0, kStories260K); }
+
 // The same over TinyLlama's 22 layers in turn, one layer an iteration: the
 // cache (98 MB of q8 at 8K) no longer fits in the last-level cache, as in a
 // real decode step.
@@ -92,7 +104,7 @@ void BM_DecodeAttentionFromDram(benchmark::State& state, KvType k, KvType v) {
   constexpr int kLayers = 22;
   const int64_t ctx = state.range(0);
   Setup s = make_setup(k, v, 0, ctx, kLayers);
-  const kernels::AttentionParams dims{kHeads, kKvHeads, kHeadDim};
+  const kernels::AttentionParams dims{kTinyLlama.heads, kTinyLlama.kv_heads, kTinyLlama.head_dim};
   const float* q = s.q.data();
   float* out = s.out.data();
   const int32_t pos = static_cast<int32_t>(ctx - 1);
@@ -100,7 +112,7 @@ void BM_DecodeAttentionFromDram(benchmark::State& state, KvType k, KvType v) {
   int layer = 0;
   for (auto _ : state) {
     const kernels::KvView view = s.cache->view(0, layer, pos);
-    for (int h = 0; h < kKvHeads; ++h) {
+    for (int h = 0; h < kTinyLlama.kv_heads; ++h) {
       const kernels::QueryTile tile{&q, &pos, 1, h};
       kernels::attention(isa, dims, view, tile, &out, s.scratch.data());
     }
@@ -127,6 +139,8 @@ TOKAMAK_DECODE_BENCH(f16, KvType::F16, KvType::F16, 0);
 TOKAMAK_DECODE_BENCH(q8, KvType::Q8, KvType::Q8, 0);
 TOKAMAK_DECODE_BENCH(q4, KvType::Q4, KvType::Q4, 0);
 TOKAMAK_DECODE_BENCH(q4_recent64, KvType::Q4, KvType::Q4, 64);
+BENCHMARK_CAPTURE(BM_SmallHeads, f16, KvType::F16, KvType::F16)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SmallHeads, f32, KvType::F32, KvType::F32)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tokamak

@@ -371,21 +371,15 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       const int n = block_heads(blk, rows, states);
       init_block(rows, n, d, scale, head_block(pass + (blk - b0) * block_floats(d), d));
     }
-    // for_each_chunk_tile's order: the first tile's lines asked for at
-    // once, each next tile's gathered before a step and dripped during it.
+    // Each next tile's lines gathered before a step and dripped during it.
     detail::TilePrefetch ahead(true);
-    ahead.gather(kv, tile.kv_head, keys.begin, std::min(kKeyTile, keys.end - keys.begin));
-    for (int64_t t0 = keys.begin; t0 < int_end; t0 += kKeyTile) {
-      const int64_t next = t0 + kKeyTile;
-      ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
-      const int64_t n_tile = std::min(kKeyTile, keys.end - t0);
+    detail::for_each_tile(kv, tile.kv_head, keys.begin, int_end, ahead, [&](int64_t t0, int64_t n_tile) {
       load_int_tile<KT, VT>(ahead.rows(), d, t);
       for (int blk = b0; blk < b1; ++blk) {
         const detail::TileKeys k = detail::tile_keys(p, tile.positions[blk / head_blocks], t0, n_tile);
         if (k.jb < k.je) update_block<KT, VT>(p, head_block(pass + (blk - b0) * block_floats(d), d), t, k.jb, k.je, ahead);
       }
-    }
-    ahead.issue_all();
+    });
     for (int blk = b0; blk < b1; ++blk) {
       const float* rows[kLanes];
       float* states[kLanes];
@@ -395,11 +389,10 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   }
   if (int_end < keys.end) {
     detail::FloatTileBuffers<Avx2Ops> fb;
-    if (int_end == keys.begin) detail::prefetch_tile_ahead(kv, tile, keys.begin - detail::kPrefetchTiles * kKeyTile, keys.end);
-    for (int64_t t0 = int_end; t0 < keys.end; t0 += kKeyTile) {
-      detail::prefetch_tile_ahead(kv, tile, t0, keys.end);
-      detail::float_tile_step<Avx2Ops>(p, kv, tile, t0, std::min(kKeyTile, keys.end - t0), fb, partial);
-    }
+    detail::TilePrefetch ahead(false);
+    detail::for_each_tile(kv, tile.kv_head, int_end, keys.end, ahead, [&](int64_t t0, int64_t n_tile) {
+      detail::float_tile_step<Avx2Ops>(p, tile, t0, n_tile, ahead.rows(), fb, partial);
+    });
   }
 }
 

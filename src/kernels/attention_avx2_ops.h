@@ -183,6 +183,24 @@ struct Avx2Ops {
       for (int c = 0; c < d; c += 8) transpose8(kt + kb * d + c, d, ktt + c * kKeyTile + kb, kKeyTile);
     }
   }
+  // Values c .. c + 7 of a row of type t as f32; t is f32, f16 or bf16.
+  static __m256 load8(KvType t, const uint8_t* row, int c) {
+    if (t == KvType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+    if (t == KvType::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static bool load_transposed(KvType t, const uint8_t* const* rows, int d, float* ktt) {
+    if (kv_type_is_quantized(t)) return false;
+    for (int64_t kb = 0; kb < kKeyTile; kb += 8) {
+      for (int c = 0; c < d; c += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = load8(t, rows[kb + i], c);
+        transpose8(r, ktt + c * kKeyTile + kb, kKeyTile);
+      }
+    }
+    return true;
+  }
   // Four quarters of 8 keys; each key's sum over c runs as two partial sums
   // (c mod 2) added at the end.
   static void scores_t(const float* q, const float* ktt, int d, float* s) {

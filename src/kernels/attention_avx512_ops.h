@@ -182,6 +182,24 @@ struct Avx512Ops {
       for (int c = 0; c < d; c += 16) transpose16(kt + kb * d + c, d, ktt + c * kKeyTile + kb, kKeyTile);
     }
   }
+  // Values c .. c + 15 of a row of type t as f32; t is f32, f16 or bf16.
+  static __m512 load16(KvType t, const uint8_t* row, int c) {
+    if (t == KvType::F32) return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c));
+    if (t == KvType::F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static bool load_transposed(KvType t, const uint8_t* const* rows, int d, float* ktt) {
+    if (kv_type_is_quantized(t)) return false;
+    for (int64_t kb = 0; kb < kKeyTile; kb += 16) {
+      for (int c = 0; c < d; c += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = load16(t, rows[kb + i], c);
+        transpose16(r, ktt + c * kKeyTile + kb, kKeyTile);
+      }
+    }
+    return true;
+  }
   // Two halves of 16 keys; each key's sum over c runs as four partial sums
   // (c mod 4) added pairwise at the end.
   static void scores_t(const float* q, const float* ktt, int d, float* s) {

@@ -16,6 +16,8 @@
 //       acc = acc * c + sum_j p[j] * vt[j * d ..], j in [0, n), in a fixed order
 //   kTransposedScores: whether it also provides
 //   transpose_tile(const float* kt, int d, float* ktt)  [kKeyTile][d] -> [d][kKeyTile]
+//   load_transposed(KvType, const uint8_t* const* rows, int d, float* ktt) -> bool
+//       the same from the kKeyTile rows as they lie, in registers (false: not for this type)
 //   scores_t(const float* q, const float* ktt, int d, float* s)
 //       s[j] = q . key j for all kKeyTile keys of a transposed tile, in a fixed order
 #pragma once
@@ -49,25 +51,10 @@ void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, 
   }
 }
 
-template <class V>
-void load_tile(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, int d, float* dst) {
-  for_each_run(kv, keys, head, t0, n, [&](KvType type, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
-    for (int64_t k = 0; k < run; ++k) V::dequant_row(type, src + k * row_bytes, d, dst + (j + k) * d);
-  });
-}
-
-// Calls fn(line) for each 64-byte cache line holding K, then V, of keys
-// [t0, t0 + n) of `head`, each line once.
-template <class Fn>
-void for_each_tile_line(const KvView& kv, int head, int64_t t0, int64_t n, Fn&& fn) {
-  for (bool keys : {true, false}) {
-    for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t, int64_t run) {
-      const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
-      const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1);
-      for (uintptr_t line = first; line <= last; line += 64) fn(reinterpret_cast<const uint8_t*>(line));
-    });
-  }
-}
+// A row of zeros as long as any head row (f32, the longest): the row of keys
+// past a tile's end, whose scores are masked and weights 0. Zero bytes are 0
+// in every KvType.
+alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 
 // The cache lines of the next tile, asked for ahead of its use (a block's rows
 // of one head are only block_size * row_bytes long, too short a stream for
@@ -78,14 +65,12 @@ void for_each_tile_line(const KvView& kv, int head, int64_t t0, int64_t n, Fn&& 
 // instructions behind it until most lines have arrived, so reading and
 // computing took turns; dripped, the reads overlap the arithmetic. The others
 // have them asked for at once.
-// A row of zeros as long as any quantized head row (values, then scales):
-// the row of keys past a tile's end, whose scores are masked and weights 0.
-alignas(64) inline constexpr uint8_t kZeroKvRow[kMaxHeadDim + 4 * (kMaxHeadDim / 32)] = {};
 
 class TilePrefetch {
  public:
-  // drip: gather keeps the lines for issue; else it asks for them at once
-  // (the f32 tile path: gathering first made f16 KV at 8K 5% slower).
+  // drip: issue asks for the gathered lines a few at a time; else gather
+  // asks for them at once (the f32 tile path: dripping made f16 KV at 8K 5%
+  // slower).
   explicit TilePrefetch(bool drip) : drip_(drip) {}
   // Gathers the lines of keys [t0, t0 + n) of `head` (K and V); issues
   // whatever was left of the previous tile first.
@@ -93,10 +78,6 @@ class TilePrefetch {
     issue_all();
     n_runs_ = next_run_ = 0;
     line_ = end_ = 0;
-    if (!drip_) {
-      for_each_tile_line(kv, head, t0, n, [](const uint8_t* line) { prefetch_l1(line); });
-      return;
-    }
     // Kept as runs of lines, not a line each: listing a tile's ~70 lines
     // one store at a time was 9% of a decode layer's attention at 8K. The
     // walk also notes each key's rows for the step that loads the tile
@@ -105,23 +86,39 @@ class TilePrefetch {
     TileRows& rows = rows_[1 - current_];
     for (bool keys : {true, false}) {
       const uint8_t** row = keys ? rows.k : rows.v;
-      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
-        for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
+      KvType* type = keys ? rows.k_type : rows.v_type;
+      bool& one_type = keys ? rows.one_k_type : rows.one_v_type;
+      one_type = true;
+      for_each_run(kv, keys, head, t0, n, [&](KvType t, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+        one_type = one_type && (j == 0 || t == type[0]);
+        for (int64_t r = 0; r < run; ++r) {
+          row[j + r] = src + r * row_bytes;
+          type[j + r] = t;
+        }
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
         runs_[n_runs_++] = {first, last + 64};
       });
-      for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
+      for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) {
+        row[j] = kZeroKvRow;
+        type[j] = n > 0 ? type[0] : KvType::F32;
+      }
     }
+    if (!drip_) issue_all();
   }
-  // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
+  // Where K and V of each key of a tile lie, and their types: keys t0 + j.
+  // one_k_type: every key's K has k_type[0] (likewise V).
   struct TileRows {
     const uint8_t* k[kKeyTile];
     const uint8_t* v[kKeyTile];
+    KvType k_type[kKeyTile];
+    KvType v_type[kKeyTile];
+    bool one_k_type;
+    bool one_v_type;
   };
-  // The rows of the tile gathered before the latest gather (with drip): in
-  // for_each_chunk_tile, those of the tile its step computes. Keys past
-  // the tile's end read kZeroKvRow.
+  // The rows of the tile gathered before the latest gather: in
+  // for_each_chunk_tile, those of the tile its step computes. Keys past the
+  // tile's end read kZeroKvRow.
   const TileRows& rows() const { return rows_[current_]; }
   // Asks for the next k lines.
   void issue(int k) {
@@ -246,23 +243,33 @@ inline bool in_main_pages(const KvView& kv, int64_t t0, int64_t n) {
 }
 
 // One online-softmax step of every query of `tile` over the n_tile keys at
-// t0, K and V dequantized to f32 tiles first.
+// t0, whose rows are `rows` (TilePrefetch::rows), K and V dequantized to f32
+// tiles first.
 template <class V>
-void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t t0, int64_t n_tile,
-                     FloatTileBuffers<V>& b, float* partial) {
+void float_tile_step(const AttentionParams& p, const QueryTile& tile, int64_t t0, int64_t n_tile,
+                     const TilePrefetch::TileRows& rows, FloatTileBuffers<V>& b, float* partial) {
   const int d = p.head_dim;
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const bool transposed = V::kTransposedScores && transposed_scores(group, d);
-  load_tile<V>(kv, true, tile.kv_head, t0, n_tile, d, b.kt);
-  load_tile<V>(kv, false, tile.kv_head, t0, n_tile, d, b.vt);
+  bool k_loaded = false;
   if constexpr (V::kTransposedScores) {
-    if (transposed) {
-      std::fill(b.kt + n_tile * d, b.kt + kKeyTile * d, 0.0f);  // keys past the end score 0, then are masked
-      V::transpose_tile(b.kt, d, b.ktt);
+    // Straight from the rows into the transposed tile where the type allows
+    // (f32, f16, bf16), in registers: no staging copy to store and reload
+    // (attention_bench, f16 KV at 8K: 1205 -> 1135 us, --isa avx2 1417 ->
+    // 1317; heads of 8 at 256 keys 6.8 -> 6.6 us).
+    k_loaded = transposed && rows.one_k_type && V::load_transposed(rows.k_type[0], rows.k, d, b.ktt);
+  }
+  if (!k_loaded) {
+    // Keys past the end read zeros: they score 0, then are masked.
+    const int64_t n_rows = transposed ? kKeyTile : n_tile;
+    for (int64_t j = 0; j < n_rows; ++j) V::dequant_row(rows.k_type[j], rows.k[j], d, b.kt + j * d);
+    if constexpr (V::kTransposedScores) {
+      if (transposed) V::transpose_tile(b.kt, d, b.ktt);
     }
   }
+  for (int64_t j = 0; j < n_tile; ++j) V::dequant_row(rows.v_type[j], rows.v[j], d, b.vt + j * d);
   const float* k_tile = transposed ? b.ktt : b.kt;
   for (int i = 0; i < tile.n_tokens; ++i) {
     const TileKeys keys = tile_keys(p, tile.positions[i], t0, n_tile);
@@ -275,45 +282,40 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
   }
 }
 
-// Tiles ahead of the one computed whose K/V lines are requested (measured
-// on the reference machine from DRAM, a layer at 8K q8: 1 ahead 681 us, 2
-// ahead 684, 3 ahead 705, none 888; for_each_chunk_tile gathers 1 ahead too).
-// prefetch_tile_ahead asks for them at once, for loops that do not drip them.
-// Called with t0 = begin - kKeyTile before a chunk's first step, it asks for
-// that first tile.
-constexpr int64_t kPrefetchTiles = 1;
-inline void prefetch_tile_ahead(const KvView& kv, const QueryTile& tile, int64_t t0, int64_t k_end) {
-  const int64_t next = t0 + kPrefetchTiles * kKeyTile;
-  if (next < k_end) {
-    for_each_tile_line(kv, tile.kv_head, next, std::min(kKeyTile, k_end - next), [](const uint8_t* line) { prefetch_l1(line); });
+// step(t0, n_tile) over the tiles of keys [begin, end) in key order (begin
+// a multiple of kKeyTile). Before each step the next tile's rows are gathered
+// into `ahead` (the first tile's lines are asked for at once); a dripping
+// step asks for them as it goes, and whatever it leaves is asked for before
+// the next step. One tile ahead: measured from DRAM, a layer at 8K q8, 1
+// ahead 681 us, 2 ahead 684, 3 ahead 705, none 888.
+template <class Step>
+void for_each_tile(const KvView& kv, int head, int64_t begin, int64_t end, TilePrefetch& ahead, Step&& step) {
+  if (begin < end) ahead.gather(kv, head, begin, std::min(kKeyTile, end - begin));
+  for (int64_t t0 = begin; t0 < end; t0 += kKeyTile) {
+    const int64_t next = t0 + kKeyTile;
+    ahead.gather(kv, head, next, std::max<int64_t>(0, std::min(kKeyTile, end - next)));
+    step(t0, std::min(kKeyTile, end - t0));
   }
+  ahead.issue_all();
 }
 
-// A chunk's tile loop: partial set to the empty state, then step(t0, n_tile)
-// over its tiles in key order. Before each step the next tile's lines are
-// gathered into `ahead` (the first tile's are asked for at once); the step
-// asks for them as it goes, and whatever it leaves is asked for before the
-// next step.
+// A chunk's tile loop: partial set to the empty state, then for_each_tile
+// over the keys the chunk's tiles cover.
 template <class Step>
 void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
                          float* partial, TilePrefetch& ahead, Step&& step) {
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
   const ChunkKeys keys = chunk_keys(p, tile, chunk);
-  if (keys.begin < keys.end) ahead.gather(kv, tile.kv_head, keys.begin, std::min(kKeyTile, keys.end - keys.begin));
-  for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kKeyTile) {
-    const int64_t next = t0 + kKeyTile;
-    ahead.gather(kv, tile.kv_head, next, std::max<int64_t>(0, std::min(kKeyTile, keys.end - next)));
-    step(t0, std::min(kKeyTile, keys.end - t0));
-  }
-  ahead.issue_all();
+  for_each_tile(kv, tile.kv_head, keys.begin, keys.end, ahead, step);
 }
 
 template <class V>
 void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
   FloatTileBuffers<V> b;
   TilePrefetch ahead(false);
-  for_each_chunk_tile(p, kv, tile, chunk, partial, ahead,
-                      [&](int64_t t0, int64_t n_tile) { float_tile_step<V>(p, kv, tile, t0, n_tile, b, partial); });
+  for_each_chunk_tile(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
+    float_tile_step<V>(p, tile, t0, n_tile, ahead.rows(), b, partial);
+  });
 }
 
 }  // namespace tokamak::kernels::detail
