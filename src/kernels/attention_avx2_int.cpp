@@ -391,7 +391,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     detail::FloatTileBuffers<Avx2Ops> fb;
     detail::TilePrefetch ahead(false);
     detail::for_each_tile(kv, tile.kv_head, int_end, keys.end, ahead, [&](int64_t t0, int64_t n_tile) {
-      detail::float_tile_step<Avx2Ops>(p, tile, t0, n_tile, ahead.rows(), fb, partial);
+      detail::float_tile_step<Avx2Ops>(p, kv, tile, t0, n_tile, ahead.rows(), fb, partial);
     });
   }
 }

@@ -473,7 +473,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   detail::for_each_chunk_tile(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
     if (!detail::in_main_pages(kv, t0, n_tile)) {
       ahead.issue_all();
-      detail::float_tile_step<Avx512Ops>(p, tile, t0, n_tile, ahead.rows(), fb, partial);
+      detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, ahead.rows(), fb, partial);
       return;
     }
     load_int_tile<KT, VT>(ahead.rows(), d, t);

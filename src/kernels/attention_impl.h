@@ -86,35 +86,20 @@ class TilePrefetch {
     TileRows& rows = rows_[1 - current_];
     for (bool keys : {true, false}) {
       const uint8_t** row = keys ? rows.k : rows.v;
-      KvType* type = keys ? rows.k_type : rows.v_type;
-      bool& one_type = keys ? rows.one_k_type : rows.one_v_type;
-      one_type = true;
-      for_each_run(kv, keys, head, t0, n, [&](KvType t, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
-        one_type = one_type && (j == 0 || t == type[0]);
-        for (int64_t r = 0; r < run; ++r) {
-          row[j + r] = src + r * row_bytes;
-          type[j + r] = t;
-        }
+      for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
+        for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
         runs_[n_runs_++] = {first, last + 64};
       });
-      for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) {
-        row[j] = kZeroKvRow;
-        type[j] = n > 0 ? type[0] : KvType::F32;
-      }
+      for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
     }
     if (!drip_) issue_all();
   }
-  // Where K and V of each key of a tile lie, and their types: keys t0 + j.
-  // one_k_type: every key's K has k_type[0] (likewise V).
+  // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
   struct TileRows {
     const uint8_t* k[kKeyTile];
     const uint8_t* v[kKeyTile];
-    KvType k_type[kKeyTile];
-    KvType v_type[kKeyTile];
-    bool one_k_type;
-    bool one_v_type;
   };
   // The rows of the tile gathered before the latest gather: in
   // for_each_chunk_tile, those of the tile its step computes. Keys past the
@@ -246,7 +231,7 @@ inline bool in_main_pages(const KvView& kv, int64_t t0, int64_t n) {
 // t0, whose rows are `rows` (TilePrefetch::rows), K and V dequantized to f32
 // tiles first.
 template <class V>
-void float_tile_step(const AttentionParams& p, const QueryTile& tile, int64_t t0, int64_t n_tile,
+void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t t0, int64_t n_tile,
                      const TilePrefetch::TileRows& rows, FloatTileBuffers<V>& b, float* partial) {
   const int d = p.head_dim;
   const int group = p.group();
@@ -259,17 +244,21 @@ void float_tile_step(const AttentionParams& p, const QueryTile& tile, int64_t t0
     // (f32, f16, bf16), in registers: no staging copy to store and reload
     // (attention_bench, f16 KV at 8K: 1205 -> 1135 us, --isa avx2 1417 ->
     // 1317; heads of 8 at 256 keys 6.8 -> 6.6 us).
-    k_loaded = transposed && rows.one_k_type && V::load_transposed(rows.k_type[0], rows.k, d, b.ktt);
+    // Keys past the end read zeros in any type.
+    k_loaded = transposed && kv.same_pages(t0, true) >= n_tile &&
+               V::load_transposed(kv.pages(t0, true).k_type, rows.k, d, b.ktt);
   }
   if (!k_loaded) {
     // Keys past the end read zeros: they score 0, then are masked.
     const int64_t n_rows = transposed ? kKeyTile : n_tile;
-    for (int64_t j = 0; j < n_rows; ++j) V::dequant_row(rows.k_type[j], rows.k[j], d, b.kt + j * d);
+    for (int64_t j = 0; j < n_rows; ++j) {
+      V::dequant_row(kv.pages(t0 + std::min(j, n_tile - 1), true).k_type, rows.k[j], d, b.kt + j * d);
+    }
     if constexpr (V::kTransposedScores) {
       if (transposed) V::transpose_tile(b.kt, d, b.ktt);
     }
   }
-  for (int64_t j = 0; j < n_tile; ++j) V::dequant_row(rows.v_type[j], rows.v[j], d, b.vt + j * d);
+  for (int64_t j = 0; j < n_tile; ++j) V::dequant_row(kv.pages(t0 + j, false).v_type, rows.v[j], d, b.vt + j * d);
   const float* k_tile = transposed ? b.ktt : b.kt;
   for (int i = 0; i < tile.n_tokens; ++i) {
     const TileKeys keys = tile_keys(p, tile.positions[i], t0, n_tile);
@@ -314,7 +303,7 @@ void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& t
   FloatTileBuffers<V> b;
   TilePrefetch ahead(false);
   for_each_chunk_tile(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
-    float_tile_step<V>(p, tile, t0, n_tile, ahead.rows(), b, partial);
+    float_tile_step<V>(p, kv, tile, t0, n_tile, ahead.rows(), b, partial);
   });
 }
 
