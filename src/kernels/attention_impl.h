@@ -240,11 +240,11 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
   const bool transposed = V::kTransposedScores && transposed_scores(group, d);
   bool k_loaded = false;
   if constexpr (V::kTransposedScores) {
-    // Straight from the rows into the transposed tile where the type allows
-    // (f32, f16, bf16), in registers: no staging copy to store and reload
-    // (attention_bench, f16 KV at 8K: 1205 -> 1135 us, --isa avx2 1417 ->
-    // 1317; heads of 8 at 256 keys 6.8 -> 6.6 us).
-    // Keys past the end read zeros in any type.
+    // Straight from the rows into the transposed tile where the tile's keys
+    // share one type that allows it (f32, f16, bf16), in registers: no
+    // staging copy to store and reload (attention_bench, f16 KV at 8K: 1205
+    // -> 1135 us, --isa avx2 1417 -> 1317; heads of 8 at 256 keys 6.8 -> 6.6
+    // us). Keys past the end read kZeroKvRow: zeros in any type.
     k_loaded = transposed && kv.same_pages(t0, true) >= n_tile &&
                V::load_transposed(kv.pages(t0, true).k_type, rows.k, d, b.ktt);
   }
