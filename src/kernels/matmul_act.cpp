@@ -117,6 +117,21 @@ int64_t round_f16_avx2(const float* x, float* out, int64_t k) {
   return i;
 }
 
+// fp32_to_fp16(x) of 8 floats at a time (ActFormat::kF16): a NaN first
+// becomes the quiet NaN of its sign, which vcvtps2ph turns into fp32_to_fp16's
+// sign | 0x7e00. Returns how many elements it did (a multiple of 8).
+int64_t to_f16_avx2(const float* x, uint16_t* out, int64_t k) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 nan = _mm256_or_ps(_mm256_and_ps(v, sign), qnan);
+    const __m256 fixed = _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(fixed, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+
 // bf16_to_fp32(fp32_to_bf16(x)) of 8 floats at a time, in integers as the
 // scalar code: x + 0x7fff + (bit 16 of x), cut to the high half; a NaN keeps
 // its high half with the quiet bit (0x00400000) set.
@@ -209,6 +224,16 @@ void convert_row(ActFormat f, const float* x, std::byte* dst, int64_t k, bool ve
     case ActFormat::kBF16: {
       auto* out = reinterpret_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < k; ++i) out[i] = fp32_to_bf16(x[i]);
+      break;
+    }
+    case ActFormat::kF16: {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+#if TOKAMAK_HAVE_X86_SIMD
+      const int64_t from = vectorized ? to_f16_avx2(x, out, k) : 0;
+#else
+      const int64_t from = 0;
+#endif
+      for (int64_t i = from; i < k; ++i) out[i] = fp32_to_fp16(x[i]);
       break;
     }
 #if TOKAMAK_HAVE_X86_SIMD

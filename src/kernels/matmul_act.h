@@ -27,6 +27,7 @@ enum class ActFormat : uint8_t {
   kF32RoundF16,   // f32 values rounded to fp16 (round to nearest even)
   kF32RoundBF16,  // f32 values rounded to bf16 (round to nearest even)
   kBF16,          // the same values stored as bf16 (for AVX512-BF16's dot instruction)
+  kF16,           // f32 values rounded to fp16, stored as fp16 (AVX-512 F16 weights: half the bytes of kF32RoundF16)
   kQ8_0,          // per 32: int8 q, scale d (an fp16 value) and the sum of q
   kQ8_K,          // per 256: int8 q and an f32 scale d; per 16: the sum of q
 };
@@ -49,7 +50,8 @@ inline ActLayout act_layout(ActFormat f, int64_t k) {
     case ActFormat::kF32:
     case ActFormat::kF32RoundF16:
     case ActFormat::kF32RoundBF16: l.row_bytes = pad64(4 * n); break;
-    case ActFormat::kBF16: l.row_bytes = pad64(2 * n); break;
+    case ActFormat::kBF16:
+    case ActFormat::kF16: l.row_bytes = pad64(2 * n); break;
     case ActFormat::kQ8_0:
       l.d_offset = pad64(n);
       l.sums_offset = l.d_offset + pad64(4 * (n / 32));

@@ -511,7 +511,16 @@ struct LoadBF16 {
   static __m512 part(const uint8_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-template <class Load, int R, int T>
+// The activations of tile_f: f32 (ActFormat kF32 or kF32Round*), or the
+// f16-rounded values stored as f16 (kF16: half the bytes a tile streams).
+struct ActF32 {
+  static constexpr int kBytes = 4;
+  static __m512 full(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static __m512 part(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+using ActF16 = LoadF16;
+
+template <class Load, int R, int T, class Act = ActF32>
 void tile_f(const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, int64_t k, float* y, int64_t ldy) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
@@ -524,7 +533,7 @@ void tile_f(const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, int64_t k,
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Load::full(w + static_cast<size_t>(r) * ws + i * Load::kBytes);
     for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_loadu_ps(x + static_cast<size_t>(t) * xs + 4 * i);
+      const __m512 xv = Act::full(x + static_cast<size_t>(t) * xs + i * Act::kBytes);
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
@@ -533,7 +542,7 @@ void tile_f(const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, int64_t k,
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Load::part(w + static_cast<size_t>(r) * ws + i * Load::kBytes, m);
     for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + static_cast<size_t>(t) * xs + 4 * i);
+      const __m512 xv = Act::part(x + static_cast<size_t>(t) * xs + i * Act::kBytes, m);
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
@@ -541,20 +550,20 @@ void tile_f(const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, int64_t k,
     for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <class Load>
+template <class Load, class Act>
 struct TileF {
   const GemmArgs& a;
   template <int R, int T>
   void run(int64_t r, int64_t t) const {
-    tile_f<Load, R, T>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(r) * a.w_stride, a.w_stride,
+    tile_f<Load, R, T, Act>(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(r) * a.w_stride, a.w_stride,
                        reinterpret_cast<const uint8_t*>(a.act) + static_cast<size_t>(t) * a.act_stride, a.act_stride, a.k,
                        a.y + t * a.ldy + r, a.ldy);
   }
 };
 
-template <class Load>
+template <class Load, class Act = ActF32>
 void gemm_f(const GemmArgs& a) {
-  const TileF<Load> tile{a};
+  const TileF<Load, Act> tile{a};
   if (a.n_tokens == 1) {
     // 16-bit decode one row at a time: a 4-row tile read 4 streams a row
     // apart, and a thread reading more than one stream loses bandwidth on
@@ -580,7 +589,7 @@ GemmKernel avx512_kernel(DType t) {
   using F = ActFormat;
   switch (t) {
     case DType::F32: return {gemm_f<LoadF32>, F::kF32};
-    case DType::F16: return {gemm_f<LoadF16>, F::kF32RoundF16};
+    case DType::F16: return {gemm_f<LoadF16, ActF16>, F::kF16};
     case DType::BF16: return {gemm_f<LoadBF16>, F::kF32RoundBF16};
     case DType::Q4_0: return {gemm32<DecQ4_0, Dot>, F::kQ8_0};
     case DType::Q4_1: return {gemm32<DecQ4_1, Dot>, F::kQ8_0};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/matmul_act.h"
 
 namespace tokamak::kernels {
@@ -86,15 +87,43 @@ TEST(ActivationQuantization, VectorizedEqualsScalarByteForByte) {
 // back, on the edge rows and on k that leave a scalar tail.
 TEST(ActivationQuantization, VectorizedRoundingEqualsScalarBitForBit) {
   std::mt19937 rng(12);
-  for (ActFormat f : {ActFormat::kF32RoundF16, ActFormat::kF32RoundBF16}) {
+  for (ActFormat f : {ActFormat::kF32RoundF16, ActFormat::kF32RoundBF16, ActFormat::kF16}) {
     for (int64_t k : {7, 64, 2048, 2051}) {
       int n = 0;
       for (const std::vector<float>& x : rows(k + 32 - k % 32, rng)) {
         const std::vector<float> row(x.begin(), x.begin() + k);
         EXPECT_EQ(quantized(f, row, false), quantized(f, row, true))
-            << (f == ActFormat::kF32RoundF16 ? "f16" : "bf16") << " k=" << k << " row " << n;
+            << (f == ActFormat::kF32RoundF16 ? "f16" : f == ActFormat::kF16 ? "f16 stored" : "bf16") << " k=" << k
+            << " row " << n;
         ++n;
       }
+    }
+  }
+}
+
+// kF16 stores the halves that widen to kF32RoundF16's floats bit for bit
+// (NaNs included): the AVX-512 F16 kernels read the former and compute the
+// sums the others compute from the latter.
+TEST(ActivationQuantization, F16StorageWidensToTheF16Rounding) {
+  std::mt19937 rng(13);
+  for (int64_t k : {7, 64, 2051}) {
+    int n = 0;
+    for (const std::vector<float>& x : rows(k + 32 - k % 32, rng)) {
+      const std::vector<float> row(x.begin(), x.begin() + k);
+      for (bool scalar : {true, false}) {
+        const std::vector<std::byte> halves = quantized(ActFormat::kF16, row, scalar);
+        const std::vector<std::byte> floats = quantized(ActFormat::kF32RoundF16, row, scalar);
+        for (int64_t i = 0; i < k; ++i) {
+          uint16_t h;
+          uint32_t want, got;
+          std::memcpy(&h, halves.data() + 2 * i, sizeof(h));
+          std::memcpy(&want, floats.data() + 4 * i, sizeof(want));
+          const float widened = fp16_to_fp32(h);
+          std::memcpy(&got, &widened, sizeof(got));
+          ASSERT_EQ(got, want) << "k=" << k << " row " << n << " i=" << i << (scalar ? " scalar" : " vectorized");
+        }
+      }
+      ++n;
     }
   }
 }

@@ -169,6 +169,7 @@ ExactDot exact_dot(const GemmKernel& kern, DType t, const std::byte* w_row, int6
       std::memcpy(xd.data(), act.data(), static_cast<size_t>(k) * sizeof(float));
       break;
     case ActFormat::kBF16: dequantize_row(DType::BF16, act.data(), xd.data(), k); break;
+    case ActFormat::kF16: dequantize_row(DType::F16, act.data(), xd.data(), k); break;
     case ActFormat::kQ8_0: case ActFormat::kQ8_K: {
       const int64_t bs = kern.act == ActFormat::kQ8_0 ? 32 : 256;
       const auto* q = reinterpret_cast<const int8_t*>(act.data());
