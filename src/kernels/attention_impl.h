@@ -65,7 +65,6 @@ alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 // instructions behind it until most lines have arrived, so reading and
 // computing took turns; dripped, the reads overlap the arithmetic. The others
 // have them asked for at once.
-
 class TilePrefetch {
  public:
   // drip: issue asks for the gathered lines a few at a time; else gather

@@ -99,36 +99,31 @@ inline int32_t sum8(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
 }
 
-// fp16_to_fp32(fp32_to_fp16(x)) of 8 floats at a time: vcvtps2ph rounds to
-// nearest even, to subnormals and to infinity exactly as fp32_to_fp16; only a
-// NaN's payload would survive in it, so NaNs become fp32_to_fp16's quiet NaN
-// (sign | 0x7e00, which widens to sign | 0x7fc00000). Returns how many
-// elements it did (a multiple of 8); a prefill's activations pass through here
-// once per matmul input, where the scalar loop was 4% of an F16 pp512.
-int64_t round_f16_avx2(const float* x, float* out, int64_t k) {
+// fp32_to_fp16 of 8 floats: vcvtps2ph rounds to nearest even, to subnormals
+// and to infinity exactly as fp32_to_fp16; only a NaN's payload would survive
+// in it, so a NaN first becomes the quiet NaN of its sign, which it turns
+// into fp32_to_fp16's sign | 0x7e00.
+inline __m128i to_f16_8(__m256 v) {
   const __m256 sign = _mm256_set1_ps(-0.0f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  const __m256 nan = _mm256_or_ps(_mm256_and_ps(v, sign), qnan);
+  return _mm256_cvtps_ph(_mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)),
+                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// fp16_to_fp32(fp32_to_fp16(x)) of 8 floats at a time. Returns how many
+// elements it did (a multiple of 8); a prefill's activations pass through
+// here once per matmul input, where the scalar loop was 4% of an F16 pp512.
+int64_t round_f16_avx2(const float* x, float* out, int64_t k) {
   int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m256 nan = _mm256_or_ps(_mm256_and_ps(v, sign), qnan);
-    _mm256_storeu_ps(out + i, _mm256_blendv_ps(r, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-  }
+  for (; i + 8 <= k; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(to_f16_8(_mm256_loadu_ps(x + i))));
   return i;
 }
 
-// fp32_to_fp16(x) of 8 floats at a time (ActFormat::kF16): a NaN first
-// becomes the quiet NaN of its sign, which vcvtps2ph turns into fp32_to_fp16's
-// sign | 0x7e00. Returns how many elements it did (a multiple of 8).
+// fp32_to_fp16(x) of 8 floats at a time (ActFormat::kF16); returns how many
+// elements it did (a multiple of 8).
 int64_t to_f16_avx2(const float* x, uint16_t* out, int64_t k) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
   int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 nan = _mm256_or_ps(_mm256_and_ps(v, sign), qnan);
-    const __m256 fixed = _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(fixed, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  for (; i + 8 <= k; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), to_f16_8(_mm256_loadu_ps(x + i)));
   return i;
 }
 

@@ -511,13 +511,10 @@ struct LoadBF16 {
   static __m512 part(const uint8_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-// The activations of tile_f: f32 (ActFormat kF32 or kF32Round*), or the
-// f16-rounded values stored as f16 (kF16: half the bytes a tile streams).
-struct ActF32 {
-  static constexpr int kBytes = 4;
-  static __m512 full(const uint8_t* p) { return _mm512_loadu_ps(p); }
-  static __m512 part(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
+// The activations of tile_f, read as the weights are: f32 (ActFormat kF32 or
+// kF32Round*), or the f16-rounded values stored as f16 (kF16: half the bytes
+// a tile streams).
+using ActF32 = LoadF32;
 using ActF16 = LoadF16;
 
 template <class Load, int R, int T, class Act = ActF32>
