@@ -384,43 +384,17 @@ void gemm_plain_tail(const GemmArgs& a) {
   gemm_kernel_avx2(a.type).fn(tail);
 }
 
-// Q8_0 decode, two groups at a time: each activation broadcast serves both,
-// and two weight streams are in flight. Per group the same steps as
-// group_tile_32<Q8_0Lines, 1>.
-void q8_0_pair_decode(const uint8_t* g0, const uint8_t* g1, int64_t nb, const ActRows& x, float* y0, float* y1) {
-  constexpr size_t kBlock = 8 * 34;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  const uint8_t* xq = x.qs(0);
-  const float* xd = x.d(0);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p0 = g0 + static_cast<size_t>(b) * kBlock;
-    const uint8_t* p1 = g1 + static_cast<size_t>(b) * kBlock;
-    for (size_t line = 0; line < kBlock; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p0 + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p1 + kPrefetchBlocks * kBlock + line), _MM_HINT_T0);
-    }
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      const __m256i xv = broadcast4(xq + 32 * b, c);
-      const __m256i w0 = load256(p0 + 16 + 32 * c), w1 = load256(p1 + 16 + 32 * c);
-      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(xv, w0)), ones));
-      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(xv, w1)), ones));
-    }
-    const __m256 dx = _mm256_set1_ps(xd[b]);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), dx), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), dx), acc1);
-  }
-  _mm256_storeu_ps(y0, acc0);
-  _mm256_storeu_ps(y1, acc1);
-}
-
-// Groups [first_group, n_rows / 8) in F's token tiles, then the plain tail.
+// Each group in F's token tiles, then the plain tail. Decode (one token)
+// reads its groups one after the other, one stream per thread: Q8_0 read two
+// groups side by side (each activation broadcast serving both), which a Zen 5
+// core streamed ~30% slower (matmul_bench GemvX8/q8_0 threads:1,
+// TOKAMAK_BENCH_ISA=avx2, 4 alternations: 27 -> 38 GB/s; 2 threads 38-43 ->
+// 45; the VNNI kernels learned the same, matmul_avx512_vnni_interleaved.cpp).
 template <class F>
-void gemm_interleaved_from(const GemmArgs& a, int64_t first_group) {
+void gemm_interleaved(const GemmArgs& a) {
   const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(F::kAct, a.k)};
   const int64_t groups = a.n_rows / kInterleaveRows;
-  for (int64_t g = first_group; g < groups; ++g) {
+  for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g) * kInterleaveRows * a.w_stride;
     float* y = a.y + g * kInterleaveRows;
     int64_t t = 0;
@@ -428,26 +402,6 @@ void gemm_interleaved_from(const GemmArgs& a, int64_t first_group) {
     for (; t < a.n_tokens; ++t) F::template tile<1>(w, a.k, x, t, y, a.ldy);
   }
   gemm_plain_tail(a);
-}
-
-template <class F>
-void gemm_interleaved(const GemmArgs& a) {
-  gemm_interleaved_from<F>(a, 0);
-}
-
-// Q8_0: decode takes the groups in pairs, an odd last one and batches the tiles.
-void gemm_q8_0(const GemmArgs& a) {
-  int64_t g = 0;
-  if (a.n_tokens == 1) {
-    const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
-    const size_t group_bytes = kInterleaveRows * a.w_stride;
-    const auto* w = reinterpret_cast<const uint8_t*>(a.w);
-    for (; g + 2 <= a.n_rows / kInterleaveRows; g += 2) {
-      q8_0_pair_decode(w + static_cast<size_t>(g) * group_bytes, w + static_cast<size_t>(g + 1) * group_bytes, a.k / 32, x,
-                       a.y + g * kInterleaveRows, a.y + (g + 1) * kInterleaveRows);
-    }
-  }
-  gemm_interleaved_from<Q8_0x8>(a, g);
 }
 
 // The last n % T tokens: one tile of exactly that many.
@@ -585,7 +539,7 @@ void gemm_interleaved_f(const GemmArgs& a) {
 GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
-    case DType::Q8_0: return {gemm_q8_0, ActFormat::kQ8_0, true};
+    case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
