@@ -280,20 +280,24 @@ struct Q6_Kx8 {
 // Q5_K decode (one token): Q5_KUnpacked's values assembled in registers and
 // met at once, no buffer; the same exact integer sums per super-block and
 // the same float steps as the unpacked tiles.
+// Each line of nibbles and its line of fifth bits are loaded once for both
+// sub-blocks they hold (low nibbles: sub-block 2J, high: 2J + 1); loading them
+// per sub-block held one core at ~20 GB/s. Integer sums are exact, so their
+// order is free.
 template <int J>
 inline __m256i q5_k_chunk_dot(const uint8_t* p, const UnpackedSuperBlock& u, const uint8_t* xq, __m256i isum) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  for (int half = 0; half < 2; ++half) {  // low nibbles: sub-block 2J, high: 2J + 1
-    for (int piece = 0; piece < 2; ++piece) {
-      __m256i s16 = _mm256_setzero_si256();
-      for (int c = 4 * piece; c < 4 * piece + 4; ++c) {
-        const __m256i v = load256(p + 128 + 256 * J + 32 * c), h = load256(p + 1152 + 32 * c);
-        const __m256i q = half == 0 ? _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_16<2 * J>(h))
-                                    : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q, broadcast4(xq + 64 * J + 32 * half, c)));
-      }
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, u.scale[2 * J + half]));
+  for (int piece = 0; piece < 2; ++piece) {
+    __m256i s16_lo = _mm256_setzero_si256(), s16_hi = _mm256_setzero_si256();
+    for (int c = 4 * piece; c < 4 * piece + 4; ++c) {
+      const __m256i v = load256(p + 128 + 256 * J + 32 * c), h = load256(p + 1152 + 32 * c);
+      const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(v, m4), bit_to_16<2 * J>(h));
+      const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bit_to_16<2 * J + 1>(h));
+      s16_lo = _mm256_add_epi16(s16_lo, _mm256_maddubs_epi16(q_lo, broadcast4(xq + 64 * J, c)));
+      s16_hi = _mm256_add_epi16(s16_hi, _mm256_maddubs_epi16(q_hi, broadcast4(xq + 64 * J + 32, c)));
     }
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16_lo, u.scale[2 * J]));
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16_hi, u.scale[2 * J + 1]));
   }
   return isum;
 }
