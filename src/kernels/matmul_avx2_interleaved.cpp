@@ -33,11 +33,10 @@ TOKAMAK_TARGET_REGION_AVX2
 namespace tokamak::kernels {
 namespace {
 
-// How far ahead the weights are prefetched: a group streams as one sequence.
-constexpr size_t kPrefetchBlocks = 16;
-// The same in bytes for the 32-element formats' decode and tiles: ~6 KiB,
-// whole blocks (Q4_0 16 blocks ahead, 2.3 KiB, streamed one core at ~27 GB/s;
-// 42, ~30-33).
+// How far ahead the 32-element formats prefetch a group's weights (a group
+// streams as one sequence): ~6 KiB, whole blocks. 16 blocks, 2.3 KiB of
+// Q4_0, streamed one core at 25-28 GB/s, 42 at 30-32 (matmul_bench GemvX8
+// threads:1, TOKAMAK_BENCH_ISA=avx2, 4 alternations; Q8_0 29-33 -> 33-35).
 constexpr size_t kPrefetchBytes32 = 6144;
 
 // The 32-element formats, lines outside and tokens inside: each line's load

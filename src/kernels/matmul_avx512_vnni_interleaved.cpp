@@ -49,7 +49,7 @@ inline __m512i broadcast4_16(const uint8_t* xq, int j) {
 
 // Tokens per tile: T sums and T float accumulators in registers.
 constexpr int kTokens = 8;
-// How far ahead each group's weights are prefetched (as the AVX2 kernels).
+// How far ahead a prompt's pair tiles prefetch each group's weights.
 constexpr size_t kPrefetchBlocks = 16;
 // Decode (group_decode_32) prefetches ~4 KiB ahead, whole blocks: 16 of
 // Q8_0's, 30 of Q4_0's (16 of those, 2.3 KiB, streamed one core at 24-27 GB/s
