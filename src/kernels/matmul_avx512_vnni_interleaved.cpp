@@ -55,7 +55,7 @@ constexpr size_t kPrefetchBlocks = 16;
 // Q8_0's, 30 of Q4_0's (16 of those, 2.3 KiB, streamed one core at 24-27 GB/s
 // against ~30-32; tg64 Q4_0, 4 alternations with ik_llama.cpp, twice: 59-61 ->
 // 67-69 t/s).
-constexpr size_t kDecodePrefetchBytes = 16 * 272;
+constexpr size_t kDecodePrefetchBytes = 16 * (8 * 34);  // 16 blocks of a Q8_0 group
 
 // Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
 GemmArgs rows_from(const GemmArgs& a, int64_t r) {
