@@ -88,12 +88,14 @@ ParallelModel::ParallelModel(const ParsedArgs& args, const std::filesystem::path
 }
 
 ParallelModel::~ParallelModel() {
+#ifdef TOKAMAK_MPI  // without MPI there are no other ranks (mpi_ stays null)
   if (!mpi_ || rank_ != 0 || !model_) return;
   try {
     Forward::stop_steps(*model_);
   } catch (const std::exception& e) {
     mpi_->world->abort(std::string("cannot end the other ranks: ") + e.what());
   }
+#endif
 }
 
 int ParallelModel::serve(int threads) {
