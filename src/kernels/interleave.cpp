@@ -11,10 +11,28 @@
 namespace tokamak::kernels {
 namespace {
 
-// The pieces of one block of a group that are plain copies (Q4_0, Q8_0,
-// Q6_K): piece(plain offset, interleaved offset, bytes), plain offsets from
-// the block's start in row 0 (rows row_bytes apart), interleaved ones from the
-// start of the block's interleaved image.
+// Where a 32-element format's fields sit in a plain block and in a group's
+// block image (kernels/interleave.h): an fp16 min (Q4_1, Q5_1), 4 bytes of
+// fifth bits (Q5_0, Q5_1), qs bytes. Offsets of 0 mean "no such field".
+struct Block32Fields {
+  size_t plain_m, plain_qh, plain_qs, qs_bytes;
+  size_t inter_m, inter_qh, inter_qs;
+};
+Block32Fields block32_fields(DType t) {
+  switch (t) {
+    case DType::Q4_1: return {2, 0, 4, 16, 16, 0, 32};
+    case DType::Q5_0: return {0, 2, 6, 16, 0, 16, 48};
+    case DType::Q5_1: return {2, 4, 8, 16, 16, 32, 64};
+    case DType::Q8_0: return {0, 0, 2, 32, 0, 0, 16};
+    default: return {0, 0, 2, 16, 0, 0, 16};  // Q4_0, IQ4_NL
+  }
+}
+
+// The pieces of one block of a group that are plain copies (32-element
+// formats but their fifth bits, Q6_K): piece(plain offset, interleaved
+// offset, bytes), plain offsets from the block's start in row 0 (rows
+// row_bytes apart), interleaved ones from the start of the block's
+// interleaved image.
 template <class Piece>
 void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
   for (size_t r = 0; r < kInterleaveRows; ++r) {
@@ -28,9 +46,54 @@ void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
       }
       continue;
     }
-    const size_t qs_bytes = t == DType::Q4_0 ? 16 : 32;
+    const Block32Fields f = block32_fields(t);
     piece(row, 2 * r, size_t{2});
-    for (size_t c = 0; c < qs_bytes / 4; ++c) piece(row + 2 + 4 * c, 2 * kInterleaveRows + 32 * c + 4 * r, size_t{4});
+    if (f.plain_m != 0) piece(row + f.plain_m, f.inter_m + 2 * r, size_t{2});
+    for (size_t c = 0; c < f.qs_bytes / 4; ++c) piece(row + f.plain_qs + 4 * c, f.inter_qs + 32 * c + 4 * r, size_t{4});
+  }
+}
+
+// Q5_0 / Q5_1 fifth bits: bit e of a row's qh (element e) <-> bit 2c + h of
+// byte j of the row's 4 bytes in the image's fifth-bit line, e = 16h + 4c + j
+// (line c's low nibbles are elements 4c + j, its high ones 16 + 4c + j).
+uint32_t qh_to_line(uint32_t qh) {
+  uint32_t out = 0;
+  for (int e = 0; e < 32; ++e) {
+    const int h = e / 16, c = e % 16 / 4, j = e % 4;
+    out |= (qh >> e & 1u) << (8 * j + 2 * c + h);
+  }
+  return out;
+}
+uint32_t line_to_qh(uint32_t line) {
+  uint32_t qh = 0;
+  for (int e = 0; e < 32; ++e) {
+    const int h = e / 16, c = e % 16 / 4, j = e % 4;
+    qh |= (line >> (8 * j + 2 * c + h) & 1u) << e;
+  }
+  return qh;
+}
+
+// One block of 8 plain rows (row_bytes apart) <-> its interleaved image.
+void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
+  for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
+  const Block32Fields f = block32_fields(t);
+  if (t == DType::Q6_K || f.plain_qh == 0) return;
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    uint32_t qh;
+    std::memcpy(&qh, plain + r * row_bytes + f.plain_qh, 4);
+    const uint32_t line = qh_to_line(qh);
+    std::memcpy(inter + f.inter_qh + 4 * r, &line, 4);
+  }
+}
+void deinterleave_block(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
+  for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
+  const Block32Fields f = block32_fields(t);
+  if (t == DType::Q6_K || f.plain_qh == 0) return;
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    uint32_t line;
+    std::memcpy(&line, inter + f.inter_qh + 4 * r, 4);
+    const uint32_t qh = line_to_qh(line);
+    std::memcpy(plain + r * row_bytes + f.plain_qh, &qh, 4);
   }
 }
 
@@ -128,7 +191,18 @@ void deinterleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, 
 }  // namespace
 
 bool can_interleave(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || is_16bit_float(t);
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::IQ4_NL:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return is_16bit_float(t);
+  }
 }
 
 bool prefers_interleaved(DType t, Isa isa) { return can_interleave(t) && gemm_kernel_interleaved(t, isa).fn != nullptr; }
@@ -160,9 +234,8 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
   for (int64_t g = 0; g < groups; ++g) {
     const size_t base = static_cast<size_t>(g) * kInterleaveRows * rb;
     for (int64_t b = 0; b < nb; ++b) {
-      const std::byte* plain = src + base + static_cast<size_t>(b) * block_bytes;
-      std::byte* inter = dst + base + static_cast<size_t>(b) * kInterleaveRows * block_bytes;
-      for_each_piece(t, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
+      interleave_block(t, src + base + static_cast<size_t>(b) * block_bytes, rb,
+                       dst + base + static_cast<size_t>(b) * kInterleaveRows * block_bytes);
     }
   }
 }
@@ -192,9 +265,7 @@ void deinterleave_group(DType t, const std::byte* group, std::byte* dst, int64_t
   }
   const size_t block_bytes = dtype_traits(t).block_bytes;
   for (int64_t b = 0; b < k / dtype_traits(t).block_size; ++b) {
-    const std::byte* inter = group + static_cast<size_t>(b) * kInterleaveRows * block_bytes;
-    std::byte* plain = dst + static_cast<size_t>(b) * block_bytes;
-    for_each_piece(t, rb, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
+    deinterleave_block(t, group + static_cast<size_t>(b) * kInterleaveRows * block_bytes, dst + static_cast<size_t>(b) * block_bytes, rb);
   }
 }
 

@@ -9,12 +9,21 @@
 // (kernels/matmul_avx512_vnni_interleaved.cpp), on the same layout.
 //
 // Layout, for the 32-element formats with an fp16 scale and no other field
-// (Q4_0, Q8_0): rows 8g..8g+7 form group g, which starts at byte 8g x
+// (Q4_0, Q8_0, IQ4_NL): rows 8g..8g+7 form group g, which starts at byte 8g x
 // row_bytes (where row 8g starts in the plain layout, so row offsets keep
 // working for group-aligned rows). Block b of the group is 8 x block_bytes:
 // the 8 rows' fp16 scales (row order), then the quant bytes in 32-byte lines,
-// line c holding bytes 4c..4c+3 of each row's qs in row order. Q4_0 has 4
-// lines (16 qs bytes a row), Q8_0 8. The last n_rows % 8 rows stay plain.
+// line c holding bytes 4c..4c+3 of each row's qs in row order. Q4_0 and
+// IQ4_NL have 4 lines (16 qs bytes a row), Q8_0 8. The last n_rows % 8 rows
+// stay plain.
+//
+// Q4_1, Q5_0, Q5_1: the same with their other fields between the scales and
+// the 4 lines of nibbles: the 8 rows' fp16 mins at 16 (Q4_1, Q5_1), then
+// (Q5_0, Q5_1) one 32-byte line of fifth bits, row r's 4 bytes at 4r with
+// the fifth bit of element 16h + 4c + j at bit 2c + h of byte j: shifting
+// the line by 4 - (2c + h) puts the bits that nibble line c's low (h = 0)
+// or high (h = 1) nibbles lack at bit 4 of each byte. Lines start at 32
+// (Q4_1), 48 (Q5_0), 64 (Q5_1).
 //
 // Q4_K, per 256-element super-block of a group (8 x 144 bytes): d[8] and
 // dmin[8] (fp16, row order); 64 bytes with, at 8s + r, the low nibbles of

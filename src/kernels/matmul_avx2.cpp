@@ -319,6 +319,10 @@ void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y
     __m256i isum[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+    // Unrolled: each chunk's shift counts, bit masks and scale shuffles are
+    // then constants (a rolled loop computed them at run time: Q3_K decode
+    // ran at ~6 GB/s on one core).
+#pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       __m256i q[R], scale[R];
       for (int r = 0; r < R; ++r) {

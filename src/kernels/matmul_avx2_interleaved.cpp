@@ -1,6 +1,7 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
-// Q4_0 and Q8_0 against Q8_0 activations, Q4_K, Q5_K and Q6_K against Q8_K ones,
-// F16 and BF16 against f32 (rounded to their type).
+// the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0
+// activations, Q4_K, Q5_K and Q6_K against Q8_K ones, F16 and BF16 against
+// f32 (rounded to their type).
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -25,6 +26,7 @@
 
 #include "kernels/interleave.h"
 #include "kernels/matmul_act.h"
+#include "kernels/quants_blocks.h"  // kIQ4NLValues
 
 TOKAMAK_TARGET_REGION_AVX2
 
@@ -45,18 +47,22 @@ constexpr size_t kPrefetchBytes32 = 6144;
 // integer sums of block b into s[t]; F::total(s, activations' sum) is the
 // block's exact integer dot.
 
-// Q4_0: 4 lines of nibbles a block; low nibbles of line c are elements
-// 4c..4c+3, high nibbles 16+4c..16+4c+3. The 8 lines' sums stay in int16
-// (|nibble x activation pair| <= 2 x 15 x 127, eight of them <= 30480); q - 8
-// is the value, so 8 x the activations' sum comes off at the end.
-struct Q4_0Lines {
-  static constexpr size_t kBlockBytes = 8 * 18;
+// Q4_0 and Q4_1: 4 lines of nibbles a block from byte kLines; low nibbles
+// of line c are elements 4c..4c+3, high nibbles 16+4c..16+4c+3. The 8 lines'
+// sums stay in int16 (|nibble x activation pair| <= 2 x 15 x 127, eight of
+// them <= 30480). Q4_0's value is q - 8, so 8 x the activations' sum comes
+// off at the end; Q4_1's is d q + m, the min's term a float step of its own.
+template <size_t kLines, bool kMin>
+struct Nibble4Lines {
+  static constexpr size_t kBlockBytes = kMin ? 8 * 20 : 8 * 18;
+  static constexpr bool kHasMin = kMin;
+  static constexpr int kTokens = 6;
   template <int T>
   static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m256i v = load256(p + 16 + 32 * c);
+      const __m256i v = load256(p + kLines + 32 * c);
       const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -67,8 +73,96 @@ struct Q4_0Lines {
     }
   }
   static __m256i total(__m256i s16, int16_t xsum) {
-    return _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * static_cast<int32_t>(xsum)));
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    return kMin ? s32 : _mm256_sub_epi32(s32, _mm256_set1_epi32(8 * static_cast<int32_t>(xsum)));
   }
+};
+using Q4_0Lines = Nibble4Lines<16, false>;
+using Q4_1Lines = Nibble4Lines<32, true>;
+
+// Q5_0 and Q5_1: Q4's nibble lines from byte kLines with their fifth bits
+// from the line at kFifth (interleave.h: bit 2c + h of each byte is line
+// c's, low nibbles h = 0), moved to bit 4 by one shift. |q x activation
+// pair| <= 2 x 31 x 127: a line's two halves and two lines fit int16, so
+// every second line widens. Q5_0's value is q - 16.
+template <size_t kFifth, size_t kLines, bool kMin>
+struct Nibble5Lines {
+  static constexpr size_t kBlockBytes = kMin ? 8 * 24 : 8 * 22;
+  static constexpr bool kHasMin = kMin;
+  static constexpr int kTokens = 4;  // 2 accumulators a token
+  template <int shift>
+  static __m256i fifth_bits(__m256i h) {
+    const __m256i b = shift >= 0 ? _mm256_slli_epi16(h, shift) : _mm256_srli_epi16(h, -shift);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+  }
+  template <int c, int T>
+  static void line(const uint8_t* p, __m256i h, const uint8_t* const* xq, int64_t b, __m256i* s16) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = load256(p + kLines + 32 * c);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), fifth_bits<4 - 2 * c>(h));
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), fifth_bits<3 - 2 * c>(h));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
+      s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
+      asm("" : "+x"(s16[t]));  // as above
+    }
+  }
+  template <int T>
+  static void widen(const __m256i* s16, __m256i* s) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(s16[t], _mm256_set1_epi16(1)));
+  }
+  template <int T>
+  static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
+    const __m256i h = load256(p + kFifth);
+    __m256i s16[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+    line<0, T>(p, h, xq, b, s16);
+    line<1, T>(p, h, xq, b, s16);
+    widen<T>(s16, s);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+    line<2, T>(p, h, xq, b, s16);
+    line<3, T>(p, h, xq, b, s16);
+    widen<T>(s16, s);
+  }
+  static __m256i total(__m256i s32, int16_t xsum) {
+    return kMin ? s32 : _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * static_cast<int32_t>(xsum)));
+  }
+};
+using Q5_0Lines = Nibble5Lines<16, 48, false>;
+using Q5_1Lines = Nibble5Lines<32, 64, true>;
+
+// IQ4_NL: Q4_0's lines, each nibble an index into the 16 int8 values
+// (vpshufb); the signed values meet the activations like Q8_0's (|w| against
+// the activation with w's sign, every line widened: pairs reach 2 x 127 x 127).
+struct IQ4_NLLines {
+  static constexpr size_t kBlockBytes = 8 * 18;
+  static constexpr bool kHasMin = false;
+  static constexpr int kTokens = 6;
+  template <int T>
+  static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i values = _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = load256(p + 16 + 32 * c);
+      const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(v, m4));
+      const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c), lo));
+        const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c + 4), hi));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(plo, ones));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(phi, ones));
+        asm("" : "+x"(s[t]));  // as above
+      }
+    }
+  }
+  static __m256i total(__m256i s32, int16_t) { return s32; }
 };
 
 // Q8_0: 8 lines of signed bytes a block, line c = elements 4c..4c+3.
@@ -76,6 +170,8 @@ struct Q4_0Lines {
 // sign; each line widens to int32 (two lines' pairs could pass int16).
 struct Q8_0Lines {
   static constexpr size_t kBlockBytes = 8 * 34;
+  static constexpr bool kHasMin = false;
+  static constexpr int kTokens = 6;
   template <int T>
   static void sums(const uint8_t* p, const uint8_t* const* xq, int64_t b, __m256i* s) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -114,10 +210,16 @@ void group_tile_32(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, f
     for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
     F::template sums<T>(p, xq, b, s);
     const __m256 d = _mm256_cvtph_ps(load128(p));
+    [[maybe_unused]] __m256 m;
+    if constexpr (F::kHasMin) m = _mm256_cvtph_ps(load128(p + 16));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m256i total = F::total(s[t], x.sums(t0 + t)[b]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[b])), acc[t]);
+      const int16_t xsum = x.sums(t0 + t)[b];
+      const float dx = x.d(t0 + t)[b];
+      const __m256i total = F::total(s[t], xsum);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc[t]);
+      // Rows with a min add min x (the activations' sum), as a second step.
+      if constexpr (F::kHasMin) acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(dx * static_cast<float>(xsum)), acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -127,7 +229,7 @@ void group_tile_32(const uint8_t* g, int64_t nb, const ActRows& x, int64_t t0, f
 template <class F>
 struct Blocks32 {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kTokens = 6;
+  static constexpr int kTokens = F::kTokens;
   template <int T>
   static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
     group_tile_32<F, T>(g, k / 32, x, t0, y, ldy);
@@ -135,6 +237,10 @@ struct Blocks32 {
 };
 using Q4_0x8 = Blocks32<Q4_0Lines>;
 using Q8_0x8 = Blocks32<Q8_0Lines>;
+using Q4_1x8 = Blocks32<Q4_1Lines>;
+using Q5_0x8 = Blocks32<Q5_0Lines>;
+using Q5_1x8 = Blocks32<Q5_1Lines>;
+using IQ4_NLx8 = Blocks32<IQ4_NLLines>;
 
 // ---- Q4_K x Q8_K (scales: Q4KScales, interleaved_unpack.h) ----
 
@@ -547,6 +653,10 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_interleaved<Q4_0x8>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_interleaved<Q8_0x8>, ActFormat::kQ8_0, true};
+    case DType::Q4_1: return {gemm_interleaved<Q4_1x8>, ActFormat::kQ8_0, true};
+    case DType::Q5_0: return {gemm_interleaved<Q5_0x8>, ActFormat::kQ8_0, true};
+    case DType::Q5_1: return {gemm_interleaved<Q5_1x8>, ActFormat::kQ8_0, true};
+    case DType::IQ4_NL: return {gemm_interleaved<IQ4_NLx8>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};

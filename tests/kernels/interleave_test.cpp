@@ -25,7 +25,8 @@ namespace {
 
 using tokamak::testing::make_activations;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16};
+const DType kTypes[] = {DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
+                        DType::Q4_K,   DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16};
 
 bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 bool float_type(DType t) { return t == DType::F16 || t == DType::BF16; }
@@ -50,13 +51,14 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
     }
     return w;
   }
-  if (exact) {
+  if (exact || !can_quantize(t)) {  // random quants (IQ4_NL has no quantizer): scale 1/16, or 0.01 if not exact
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::byte& b : w) b = static_cast<std::byte>(byte(rng));
-    const uint16_t d = fp32_to_fp16(1.0f / 16), dmin = fp32_to_fp16(-1.0f / 32);
+    const uint16_t d = fp32_to_fp16(exact ? 1.0f / 16 : 0.01f), dmin = fp32_to_fp16(-1.0f / 32);
     const size_t bb = dtype_traits(t).block_bytes;
     for (size_t off = 0; off < w.size(); off += bb) {
       std::memcpy(w.data() + off, &d, sizeof(d));
+      if (t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));  // the min
       if (t == DType::Q4_K || t == DType::Q5_K) {  // scales and mins <= 15 keep exact sums below 2^24
         std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));
         for (size_t i = 4; i < 16; ++i) w[off + i] &= std::byte{0x0F};
@@ -159,18 +161,44 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
     // The documented layout: block 0 of group 0 starts with row r's scale at 2r,
     // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
     // Q6_K: d at its block's end, line 0 after the 128 bytes of scales.
+    // Q4_1 / Q5_1: the mins at 16; Q5_0 / Q5_1: the fifth-bit line before the nibble lines.
     const bool k4 = t == DType::Q4_K || t == DType::Q5_K;
-    const size_t line0 = k4 ? 128 : t == DType::Q6_K ? 144 : 16;
-    const size_t qs = t == DType::Q4_K ? 16 : t == DType::Q5_K ? 48 : t == DType::Q6_K ? 0 : 2, d = t == DType::Q6_K ? 208 : 0;
+    const size_t line0 = k4                   ? 128
+                         : t == DType::Q6_K   ? 144
+                         : t == DType::Q4_1   ? 32
+                         : t == DType::Q5_0   ? 48
+                         : t == DType::Q5_1   ? 64
+                                              : 16;
+    const size_t qs = t == DType::Q4_K ? 16
+                      : t == DType::Q5_K ? 48
+                      : t == DType::Q6_K ? 0
+                      : t == DType::Q4_1 ? 4
+                      : t == DType::Q5_0 ? 6
+                      : t == DType::Q5_1 ? 8
+                                         : 2;
+    const size_t d = t == DType::Q6_K ? 208 : 0;
     for (size_t r = 0; r < 8; ++r) {
       EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb + d, 2)) << dtype_name(t) << " row " << r;
       EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
+      if (t == DType::Q4_1 || t == DType::Q5_1) {
+        EXPECT_EQ(0, std::memcmp(inter.data() + 16 + 2 * r, plain.data() + r * rb + 2, 2)) << dtype_name(t) << " row " << r;
+      }
       if (t == DType::Q5_K) {  // qh line 0 after the qs lines: qh bytes 0..3 of each row
         EXPECT_EQ(0, std::memcmp(inter.data() + 1152 + 4 * r, plain.data() + r * rb + 16, 4)) << "q5_K row " << r;
       }
+      if (t == DType::Q5_0 || t == DType::Q5_1) {  // element e's fifth bit at bit 2c + h of byte j, e = 16h + 4c + j
+        const size_t qh_at = t == DType::Q5_0 ? 2 : 4, line_at = t == DType::Q5_0 ? 16 : 32;
+        uint32_t qh, line;
+        std::memcpy(&qh, plain.data() + r * rb + qh_at, 4);
+        std::memcpy(&line, inter.data() + line_at + 4 * r, 4);
+        for (int e : {0, 3, 5, 14, 16, 21, 31}) {
+          const int h = e / 16, c = e % 16 / 4, j = e % 4;
+          EXPECT_EQ(qh >> e & 1u, line >> (8 * j + 2 * c + h) & 1u) << dtype_name(t) << " row " << r << " element " << e;
+        }
+      }
     }
   }
-  EXPECT_FALSE(can_interleave(DType::Q5_0));
+  EXPECT_FALSE(can_interleave(DType::Q3_K));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
