@@ -29,7 +29,7 @@ Block32Fields block32_fields(DType t) {
 }
 
 // The pieces of one block of a group that are plain copies (32-element
-// formats but their fifth bits, Q6_K): piece(plain offset, interleaved
+// formats but their fifth bits, Q2_K, Q3_K but its scales, Q6_K): piece(plain offset, interleaved
 // offset, bytes), plain offsets from the block's start in row 0 (rows
 // row_bytes apart), interleaved ones from the start of the block's
 // interleaved image.
@@ -37,6 +37,19 @@ template <class Piece>
 void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
   for (size_t r = 0; r < kInterleaveRows; ++r) {
     const size_t row = r * row_bytes;
+    if (t == DType::Q2_K) {
+      piece(row + 80, 2 * r, size_t{2});
+      piece(row + 82, 16 + 2 * r, size_t{2});
+      for (size_t s = 0; s < 16; ++s) piece(row + s, 32 + 8 * s + r, size_t{1});
+      for (size_t m = 0; m < 16; ++m) piece(row + 16 + 4 * m, 160 + 32 * m + 4 * r, size_t{4});
+      continue;
+    }
+    if (t == DType::Q3_K) {  // the scales' bits: q3_k_scales_to_image
+      piece(row + 108, 2 * r, size_t{2});
+      for (size_t m = 0; m < 16; ++m) piece(row + 32 + 4 * m, 112 + 32 * m + 4 * r, size_t{4});
+      for (size_t n = 0; n < 8; ++n) piece(row + 4 * n, 624 + 32 * n + 4 * r, size_t{4});
+      continue;
+    }
     if (t == DType::Q6_K) {
       piece(row + 208, 2 * r, size_t{2});
       for (size_t s = 0; s < 16; ++s) piece(row + 192 + s, 16 + 8 * s + r, size_t{1});
@@ -73,11 +86,43 @@ uint32_t line_to_qh(uint32_t line) {
   return qh;
 }
 
+// Q3_K's 16 six-bit scales of 8 rows (12 bytes at plain byte 96 of each
+// row) <-> the image's 96 bytes at 16: 64 of low nibbles, byte 8s + r
+// holding scale s of row r in bits 0-3 and scale s + 8 in 4-7 (s < 8), then
+// 32 of high 2 bits, scale s of row r at bits 2(s / 4) of byte 8(s % 4) + r.
+void q3_k_scales_to_image(const std::byte* plain, size_t row_bytes, std::byte* inter) {
+  auto* lo = reinterpret_cast<uint8_t*>(inter + 16);
+  auto* hi = reinterpret_cast<uint8_t*>(inter + 80);
+  std::memset(lo, 0, 96);
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    const auto* sc = reinterpret_cast<const uint8_t*>(plain + r * row_bytes + 96);
+    for (int s = 0; s < 16; ++s) {
+      const auto v = static_cast<uint8_t>(detail::q3k_scale(sc, s) + 32);
+      lo[8 * (s % 8) + r] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
+      hi[8 * (s % 4) + r] |= static_cast<uint8_t>((v >> 4) << (2 * (s / 4)));
+    }
+  }
+}
+void q3_k_scales_from_image(const std::byte* inter, std::byte* plain, size_t row_bytes) {
+  const auto* lo = reinterpret_cast<const uint8_t*>(inter + 16);
+  const auto* hi = reinterpret_cast<const uint8_t*>(inter + 80);
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    auto* sc = reinterpret_cast<uint8_t*>(plain + r * row_bytes + 96);  // the plain packing (detail::q3k_scale)
+    std::memset(sc, 0, 12);
+    for (int s = 0; s < 16; ++s) {
+      const int v = (lo[8 * (s % 8) + r] >> (s < 8 ? 0 : 4) & 0xF) | (hi[8 * (s % 4) + r] >> (2 * (s / 4)) & 3) << 4;
+      sc[s % 8] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
+      sc[8 + s % 4] |= static_cast<uint8_t>((v >> 4) << (2 * (s / 4)));
+    }
+  }
+}
+
 // One block of 8 plain rows (row_bytes apart) <-> its interleaved image.
 void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
+  if (t == DType::Q3_K) q3_k_scales_to_image(plain, row_bytes, inter);
   const Block32Fields f = block32_fields(t);
-  if (t == DType::Q6_K || f.plain_qh == 0) return;
+  if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
     uint32_t qh;
     std::memcpy(&qh, plain + r * row_bytes + f.plain_qh, 4);
@@ -87,8 +132,9 @@ void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::by
 }
 void deinterleave_block(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
+  if (t == DType::Q3_K) q3_k_scales_from_image(inter, plain, row_bytes);
   const Block32Fields f = block32_fields(t);
-  if (t == DType::Q6_K || f.plain_qh == 0) return;
+  if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
     uint32_t line;
     std::memcpy(&line, inter + f.inter_qh + 4 * r, 4);
@@ -198,6 +244,8 @@ bool can_interleave(DType t) {
     case DType::Q5_1:
     case DType::Q8_0:
     case DType::IQ4_NL:
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return true;

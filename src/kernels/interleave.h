@@ -37,6 +37,16 @@
 // the plain qs at byte 48), then qh in 8 lines, line m at 1152 + 32m holding
 // qh[4m .. 4m + 3] of each row.
 //
+// Q2_K, per super-block (8 x 84 bytes): d[8] and dmin[8] (fp16); the 16
+// scale bytes of each row at 32 + 8s + r; qs in 16 lines, line m at 160 +
+// 32m holding qs[4m .. 4m + 3] of each row.
+//
+// Q3_K, per super-block (8 x 110 bytes): d[8] (fp16); the 16 six-bit scales
+// (unsigned, 0..63) of each row: low nibbles at 16 + 8s + r, scale s in bits
+// 0-3 and s + 8 in 4-7 (s < 8), high 2 bits of scale s at bits 2(s / 4) of
+// byte 80 + 8(s % 4) + r; qs in 16 lines at 112 + 32m (as Q2_K's); hmask in
+// 8 lines, line n at 624 + 32n holding hmask[4n .. 4n + 3] of each row.
+//
 // F16 and BF16: element i of the group's 8 rows is 16 bytes at 16i, in row
 // order, so one vcvtph2ps gives the 8 rows' weights for one activation.
 //

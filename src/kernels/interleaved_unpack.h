@@ -78,7 +78,7 @@ inline void q6_k_values(const uint8_t* p, int h, int m, __m256i q[4]) {
   q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
 }
 
-// ---- Q4_K and Q6_K, many tokens: each group unpacked once per call ----
+// ---- K-quants, many tokens: each group unpacked once per call ----
 //
 // A prompt's tokens meet every group of weights many times, and the kernels
 // above unpack nibbles (Q4_K) or assemble 6-bit values (Q6_K) again for every
@@ -90,11 +90,11 @@ inline void q6_k_values(const uint8_t* p, int h, int m, __m256i q[4]) {
 // super-block are the direct kernels' own, so results are bitwise the same.
 
 // One super-block of a group, unpacked. Line L holds elements 4L..4L+3 of
-// each row, as unsigned values (Q4_K 0..15, Q6_K 0..63).
+// each row, as unsigned values (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63).
 struct UnpackedSuperBlock {
   alignas(32) uint8_t q[64 * 32];
-  __m256i scale[16];   // row r's scale of sub-block s as an int16 pair in lane r (Q4_K: 8 of 32, Q6_K: 16 of 16)
-  __m256i offset[8];   // Q4_K: the mins as Q4KScales::m16; Q6_K: the scales as int16 pairs (s = 2c, 2c + 1)
+  __m256i scale[16];   // row r's scale of sub-block s as an int16 pair in lane r (Q4_K: 8 of 32, Q2_K, Q3_K, Q6_K: 16 of 16)
+  __m256i offset[8];   // Q4_K: the mins as Q4KScales::m16; Q2_K: the mins, Q3_K, Q6_K: the scales, as int16 pairs (s = 2c, 2c + 1)
   __m256 d, dmin;
 };
 

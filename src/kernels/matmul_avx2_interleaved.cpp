@@ -1,7 +1,7 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
 // the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0
-// activations, Q4_K, Q5_K and Q6_K against Q8_K ones, F16 and BF16 against
-// f32 (rounded to their type).
+// activations, Q2_K .. Q6_K against Q8_K ones, F16 and BF16 against f32
+// (rounded to their type).
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -443,6 +443,204 @@ struct Q5_Kx8 {
 };
 
 
+// ---- Q2_K and Q3_K x Q8_K: 2-bit lines (Q3_K: a third bit from hmask) ----
+//
+// qs line m (interleave.h) holds qs[4m .. 4m + 3] of each row: with h = m / 8,
+// l = 4(m % 8) + i, bits 2j..2j + 1 of its byte i are element 128h + 32j + l
+// (16 sub-blocks of 16: 8h + 2j + (m % 8) / 4). Q3_K's third bit of that
+// element is bit 4h + j of hmask line m % 8. Values stay unsigned (Q2_K
+// 0..3, Q3_K 0..7 standing for q - 4); the sums are exact in int16 per sub-block
+// (|pair| <= 2 x 7 x 128).
+
+// Unpacked line 32h + 8j + m % 8 = elements 128h + 32j + 4(m % 8) .. + 3 (defined below).
+template <class K>
+void unpack_2bit(const uint8_t* p, UnpackedSuperBlock& u);
+
+// Q3_K's scales of 8 rows as int8 (scale - 32) at 8s + r.
+inline void unpack_q3_k_scales(const uint8_t* p, int8_t* sc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  const __m256i a = load256(p + 16), b = load256(p + 48), h = load256(p + 80);
+  const __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
+                        _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
+  for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_sub_epi8(v[i], k32));
+}
+
+// Row lane r of the result: the int8 at bytes[8s + r], widened (signed or not).
+template <bool kSigned>
+inline __m256i byte_per_row(const uint8_t* bytes) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+  return kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
+// Int16 pairs (v[2c], v[2c + 1]) per row lane from bytes at 8s + r, for vpmaddwd
+// against the activations' sums per 16 (pair c: permutevar8x32 lane c).
+template <bool kSigned>
+inline __m256i byte_pairs_per_row(const uint8_t* bytes, int c) {
+  const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c));
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c + 8));
+  return kSigned ? _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)) : _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+}
+
+// Sum over pairs c of v[2c, 2c + 1] x the activations' sums per 16 (int32 per row).
+inline __m256i offsets_dot_sums(const UnpackedSuperBlock& u, const ActRows& x, int64_t t, int64_t sb) {
+  const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+  __m256i sum = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_madd_epi16(u.offset[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
+  return sum;
+}
+
+struct Q2_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 84;
+  static constexpr size_t kQs = 160;
+  static constexpr bool kHasHmask = false;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_2bit_decode
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 4;  // 16 elements per scale
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    alignas(32) uint8_t sc[128], mn[128];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = load256(p + 32 + 32 * i);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_and_si256(v, m4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    }
+    for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<false>(sc + 8 * s));
+    for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<false>(mn, c);
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q2_KUnpacked>(p, u); }
+  template <int J, int H>
+  static __m256i values(__m256i qs, __m256i) {
+    return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3));
+  }
+  // d x sum - dmin x (mins against the activations' sums per 16).
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i msum = offsets_dot_sums(u, x, t, sb);
+    const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
+  }
+};
+
+struct Q3_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 110;
+  static constexpr size_t kQs = 112, kHmask = 624;
+  static constexpr bool kHasHmask = true;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_2bit_decode
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 4;
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    alignas(32) int8_t sc[128];
+    unpack_q3_k_scales(p, sc);
+    const auto* b = reinterpret_cast<const uint8_t*>(sc);
+    for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<true>(b + 8 * s));
+    for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<true>(b, c);
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_setzero_ps();
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q3_KUnpacked>(p, u); }
+  // Element 128H + 32J + l: 2 bits of qs, bit 4H + J of hmask as 4.
+  template <int J, int H>
+  static __m256i values(__m256i qs, __m256i hm) {
+    constexpr int kBit = 4 * H + J;
+    __m256i high;
+    if constexpr (kBit >= 2) {
+      high = _mm256_srli_epi16(hm, kBit - 2);
+    } else {
+      high = _mm256_slli_epi16(hm, 2 - kBit);
+    }
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3)),
+                           _mm256_and_si256(high, _mm256_set1_epi8(4)));
+  }
+  // The values stand for q - 4: minus 4 x the scales against the activations' sums per 16.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offsets_dot_sums(u, x, t, sb), 2));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
+  }
+};
+
+template <class K, int H>
+inline void unpack_2bit_half(const uint8_t* p, UnpackedSuperBlock& u) {
+#pragma GCC unroll 8
+  for (int mm = 0; mm < 8; ++mm) {
+    const __m256i qs = load256(p + K::kQs + 32 * (8 * H + mm));
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (K::kHasHmask) hm = load256(p + K::kHmask + 32 * mm);
+    auto store = [&](int j, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (32 * H + 8 * j + mm)), v); };
+    store(0, K::template values<0, H>(qs, hm));
+    store(1, K::template values<1, H>(qs, hm));
+    store(2, K::template values<2, H>(qs, hm));
+    store(3, K::template values<3, H>(qs, hm));
+  }
+}
+template <class K>
+void unpack_2bit(const uint8_t* p, UnpackedSuperBlock& u) {
+  K::unpack_scales(p, u);
+  unpack_2bit_half<K, 0>(p, u);
+  unpack_2bit_half<K, 1>(p, u);
+}
+
+// One half (128 elements) of a super-block for one token: 8 lines, 4 values
+// each, summed in int16 per sub-block and scaled into isum.
+template <class K, int H>
+inline __m256i half_2bit_dot(const uint8_t* p, const UnpackedSuperBlock& u, const uint8_t* xq, __m256i isum) {
+  __m256i s16[4][2];
+  for (int j = 0; j < 4; ++j) s16[j][0] = s16[j][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int mm = 0; mm < 8; ++mm) {
+    const __m256i qs = load256(p + K::kQs + 32 * (8 * H + mm));
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (K::kHasHmask) hm = load256(p + K::kHmask + 32 * mm);
+    const uint8_t* x = xq + 128 * H;
+    __m256i* s = &s16[0][mm / 4];  // s[2j]: sub-block 8H + 2j + mm / 4
+    s[0] = _mm256_add_epi16(s[0], _mm256_maddubs_epi16(K::template values<0, H>(qs, hm), broadcast4(x, mm)));
+    s[2] = _mm256_add_epi16(s[2], _mm256_maddubs_epi16(K::template values<1, H>(qs, hm), broadcast4(x + 32, mm)));
+    s[4] = _mm256_add_epi16(s[4], _mm256_maddubs_epi16(K::template values<2, H>(qs, hm), broadcast4(x + 64, mm)));
+    s[6] = _mm256_add_epi16(s[6], _mm256_maddubs_epi16(K::template values<3, H>(qs, hm), broadcast4(x + 96, mm)));
+    asm("" : "+x"(s[0]), "+x"(s[2]), "+x"(s[4]), "+x"(s[6]));  // sums stay in registers (see unpacked_tile)
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[j][0], u.scale[8 * H + 2 * j]));
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[j][1], u.scale[8 * H + 2 * j + 1]));
+  }
+  return isum;
+}
+
+// Decode (one token) straight from the interleaved group: the unpacked
+// tiles' integer sums per super-block and their float steps, so a token's
+// results are the same alone and in a batch.
+template <class K>
+void group_tile_2bit_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
+  __m256 acc = _mm256_setzero_ps();
+  UnpackedSuperBlock u;  // scales only: q stays unused
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p = g + static_cast<size_t>(sb) * K::kBlockBytes;
+    for (size_t line = 0; line < K::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + 2 * K::kBlockBytes + line), _MM_HINT_T0);
+    }
+    K::unpack_scales(p, u);
+    const uint8_t* xq = x.qs(t) + 256 * sb;
+    __m256i isum = half_2bit_dot<K, 0>(p, u, xq, _mm256_setzero_si256());
+    isum = half_2bit_dot<K, 1>(p, u, xq, isum);
+    acc = K::finish(u, isum, x, t, sb, acc);
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+template <class K>
+struct Bits2x8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kTokens = 1;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    static_assert(T == 1, "Q2_K / Q3_K have a direct kernel for one token only");
+    group_tile_2bit_decode<K>(g, k / 256, x, t0, y + t0 * ldy);
+  }
+};
+
 // One unpacked group against activation rows [t0, t0 + T). Flat arrays and
 // forced unrolling keep the 2T accumulators in registers (see groups_tile_f).
 template <class K, int T>
@@ -657,6 +855,8 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q5_0: return {gemm_interleaved<Q5_0x8>, ActFormat::kQ8_0, true};
     case DType::Q5_1: return {gemm_interleaved<Q5_1x8>, ActFormat::kQ8_0, true};
     case DType::IQ4_NL: return {gemm_interleaved<IQ4_NLx8>, ActFormat::kQ8_0, true};
+    case DType::Q2_K: return {gemm_k_quant<Q2_KUnpacked, Bits2x8<Q2_KUnpacked>>, ActFormat::kQ8_K, true};
+    case DType::Q3_K: return {gemm_k_quant<Q3_KUnpacked, Bits2x8<Q3_KUnpacked>>, ActFormat::kQ8_K, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};

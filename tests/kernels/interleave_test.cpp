@@ -19,16 +19,17 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_act.h"
 #include "kernels/quants.h"
+#include "kernels/quants_impl.h"
 
 namespace tokamak::kernels {
 namespace {
 
 using tokamak::testing::make_activations;
 
-const DType kTypes[] = {DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
-                        DType::Q4_K,   DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16};
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16};
 
-bool super_block(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool super_block(DType t) { return dtype_traits(t).block_size == 256; }
 bool float_type(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 // The activation format of t's kernels.
@@ -62,6 +63,14 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
       if (t == DType::Q4_K || t == DType::Q5_K) {  // scales and mins <= 15 keep exact sums below 2^24
         std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));
         for (size_t i = 4; i < 16; ++i) w[off + i] &= std::byte{0x0F};
+      }
+      if (t == DType::Q2_K) {  // d, dmin last
+        std::memcpy(w.data() + off + 80, &d, sizeof(d));
+        std::memcpy(w.data() + off + 82, &dmin, sizeof(dmin));
+      }
+      if (t == DType::Q3_K) {  // d last; scales -32..-17 keep exact sums below 2^24
+        for (size_t i = 96; i < 108; ++i) w[off + i] &= std::byte{0x0F};
+        std::memcpy(w.data() + off + 108, &d, sizeof(d));
       }
       if (t == DType::Q6_K) {  // d last; scales -16..16 keep exact sums below 2^24
         std::memcpy(w.data() + off + 208, &d, sizeof(d));
@@ -168,6 +177,8 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
                          : t == DType::Q4_1   ? 32
                          : t == DType::Q5_0   ? 48
                          : t == DType::Q5_1   ? 64
+                         : t == DType::Q2_K   ? 160
+                         : t == DType::Q3_K   ? 112
                                               : 16;
     const size_t qs = t == DType::Q4_K ? 16
                       : t == DType::Q5_K ? 48
@@ -175,13 +186,23 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
                       : t == DType::Q4_1 ? 4
                       : t == DType::Q5_0 ? 6
                       : t == DType::Q5_1 ? 8
+                      : t == DType::Q2_K ? 16
+                      : t == DType::Q3_K ? 32
                                          : 2;
-    const size_t d = t == DType::Q6_K ? 208 : 0;
+    const size_t d = t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
     for (size_t r = 0; r < 8; ++r) {
       EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb + d, 2)) << dtype_name(t) << " row " << r;
       EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
       if (t == DType::Q4_1 || t == DType::Q5_1) {
         EXPECT_EQ(0, std::memcmp(inter.data() + 16 + 2 * r, plain.data() + r * rb + 2, 2)) << dtype_name(t) << " row " << r;
+      }
+      if (t == DType::Q3_K) {  // hmask line 0 at 624; scale s's low nibble at 16 + 8(s % 8) + r, high bits at 80 + 8(s % 4) + r
+        EXPECT_EQ(0, std::memcmp(inter.data() + 624 + 4 * r, plain.data() + r * rb, 4)) << "q3_K row " << r;
+        const auto* img = reinterpret_cast<const uint8_t*>(inter.data());
+        for (int sub : {0, 5, 9, 15}) {
+          const int v = (img[16 + 8 * (sub % 8) + r] >> (sub < 8 ? 0 : 4) & 0xF) | (img[80 + 8 * (sub % 4) + r] >> (2 * (sub / 4)) & 3) << 4;
+          EXPECT_EQ(v - 32, detail::q3k_scale(reinterpret_cast<const uint8_t*>(plain.data() + r * rb + 96), sub)) << "q3_K row " << r;
+        }
       }
       if (t == DType::Q5_K) {  // qh line 0 after the qs lines: qh bytes 0..3 of each row
         EXPECT_EQ(0, std::memcmp(inter.data() + 1152 + 4 * r, plain.data() + r * rb + 16, 4)) << "q5_K row " << r;
@@ -198,7 +219,7 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
       }
     }
   }
-  EXPECT_FALSE(can_interleave(DType::Q3_K));
+  EXPECT_FALSE(can_interleave(DType::IQ4_XS));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
