@@ -29,7 +29,7 @@ Block32Fields block32_fields(DType t) {
 }
 
 // The pieces of one block of a group that are plain copies (32-element
-// formats but their fifth bits, Q2_K, Q3_K but its scales, Q6_K): piece(plain offset, interleaved
+// formats but their fifth bits, Q2_K, Q3_K and IQ4_XS but their scales, Q6_K): piece(plain offset, interleaved
 // offset, bytes), plain offsets from the block's start in row 0 (rows
 // row_bytes apart), interleaved ones from the start of the block's
 // interleaved image.
@@ -48,6 +48,11 @@ void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
       piece(row + 108, 2 * r, size_t{2});
       for (size_t m = 0; m < 16; ++m) piece(row + 32 + 4 * m, 112 + 32 * m + 4 * r, size_t{4});
       for (size_t n = 0; n < 8; ++n) piece(row + 4 * n, 624 + 32 * n + 4 * r, size_t{4});
+      continue;
+    }
+    if (t == DType::IQ4_XS) {  // the scales' bits: iq4_xs_scales_to_image
+      piece(row, 2 * r, size_t{2});
+      for (size_t c = 0; c < 32; ++c) piece(row + 8 + 4 * c, 64 + 32 * c + 4 * r, size_t{4});
       continue;
     }
     if (t == DType::Q6_K) {
@@ -117,10 +122,46 @@ void q3_k_scales_from_image(const std::byte* inter, std::byte* plain, size_t row
   }
 }
 
+// IQ4_XS's 8 six-bit scales of 8 rows (scales_h at plain byte 2, scales_l
+// at 4) <-> the image's 48 bytes at 16: 32 of low nibbles, byte 8(s % 4) + r
+// holding scale s of row r in bits 0-3 (s < 4) or 4-7, then 16 of high 2
+// bits, scale s of row r at bits 2(s / 2) of byte 8(s % 2) + r.
+void iq4_xs_scales_to_image(const std::byte* plain, size_t row_bytes, std::byte* inter) {
+  auto* lo = reinterpret_cast<uint8_t*>(inter + 16);
+  auto* hi = reinterpret_cast<uint8_t*>(inter + 48);
+  std::memset(lo, 0, 48);
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    const auto* b = reinterpret_cast<const uint8_t*>(plain + r * row_bytes);
+    const int scales_h = b[2] | b[3] << 8;
+    for (int s = 0; s < 8; ++s) {
+      const int low = b[4 + s / 2] >> (4 * (s % 2)) & 0xF, high = scales_h >> (2 * s) & 3;
+      lo[8 * (s % 4) + r] |= static_cast<uint8_t>(low << (s < 4 ? 0 : 4));
+      hi[8 * (s % 2) + r] |= static_cast<uint8_t>(high << (2 * (s / 2)));
+    }
+  }
+}
+void iq4_xs_scales_from_image(const std::byte* inter, std::byte* plain, size_t row_bytes) {
+  const auto* lo = reinterpret_cast<const uint8_t*>(inter + 16);
+  const auto* hi = reinterpret_cast<const uint8_t*>(inter + 48);
+  for (size_t r = 0; r < kInterleaveRows; ++r) {
+    auto* b = reinterpret_cast<uint8_t*>(plain + r * row_bytes);
+    int scales_h = 0;
+    std::memset(b + 4, 0, 4);
+    for (int s = 0; s < 8; ++s) {
+      const int low = lo[8 * (s % 4) + r] >> (s < 4 ? 0 : 4) & 0xF, high = hi[8 * (s % 2) + r] >> (2 * (s / 2)) & 3;
+      b[4 + s / 2] |= static_cast<uint8_t>(low << (4 * (s % 2)));
+      scales_h |= high << (2 * s);
+    }
+    b[2] = static_cast<uint8_t>(scales_h);
+    b[3] = static_cast<uint8_t>(scales_h >> 8);
+  }
+}
+
 // One block of 8 plain rows (row_bytes apart) <-> its interleaved image.
 void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
   if (t == DType::Q3_K) q3_k_scales_to_image(plain, row_bytes, inter);
+  if (t == DType::IQ4_XS) iq4_xs_scales_to_image(plain, row_bytes, inter);
   const Block32Fields f = block32_fields(t);
   if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
@@ -133,6 +174,7 @@ void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::by
 void deinterleave_block(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
   if (t == DType::Q3_K) q3_k_scales_from_image(inter, plain, row_bytes);
+  if (t == DType::IQ4_XS) iq4_xs_scales_from_image(inter, plain, row_bytes);
   const Block32Fields f = block32_fields(t);
   if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
@@ -248,7 +290,8 @@ bool can_interleave(DType t) {
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return true;
+    case DType::Q6_K:
+    case DType::IQ4_XS: return true;
     default: return is_16bit_float(t);
   }
 }

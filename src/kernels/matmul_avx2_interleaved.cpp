@@ -1,7 +1,7 @@
 // AVX2 kernels over weights interleaved 8 rows at a time (kernels/interleave.h):
 // the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0
-// activations, Q2_K .. Q6_K against Q8_K ones, F16 and BF16 against f32
-// (rounded to their type).
+// activations, Q2_K .. Q6_K and IQ4_XS against Q8_K ones, F16 and BF16
+// against f32 (rounded to their type).
 //
 // Per 32-element block of a group: the 8 rows' scales load as one vector;
 // each 32-byte line holds 4 quants of each row and meets the same 4
@@ -641,6 +641,87 @@ struct Bits2x8 {
   }
 };
 
+// ---- IQ4_XS x Q8_K ----
+//
+// Line c (interleave.h) holds qs[4c .. 4c + 3] of each row: sub-block c / 4,
+// low nibbles elements 32(c / 4) + 4(c % 4) + i, high ones 16 further. Each
+// nibble indexes the 16 int8 values (vpshufb); the signed values meet the
+// activations as Q8_0's do (|w| against the activation with w's sign), and
+// vpmaddwd against the sub-block's scale widens and scales the pairs at once
+// (|pair| <= 2 x 127 x 127, times |scale| <= 32: exact in int32).
+
+// IQ4_XS's scales of 8 rows as int16 pairs (scale - 32) per row lane, sub-block s in sc[s].
+inline void unpack_iq4_xs_scales(const uint8_t* p, __m256i sc[8]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  const __m256i lo = load256(p + 16);
+  const __m128i hi = load128(p + 48);
+  // Scales 0, 1 (bytes 0-15) take bits 0-1 of the high bytes, 2, 3 bits 2-3; 4, 5 bits 4-5, 6, 7 bits 6-7.
+  const __m256i h = _mm256_set_m128i(_mm_srli_epi16(hi, 2), hi);
+  alignas(32) int8_t v[64];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v),
+                     _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)), k32));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v + 32),
+                     _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_and_si256(h, m30)), k32));
+  for (int s = 0; s < 8; ++s) sc[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + 8 * s))));
+}
+
+// One group of 8 rows against Q8_K activation rows [t0, t0 + T).
+template <int T>
+void group_tile_iq4_xs(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = 8 * 136;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i values = _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues)));
+  __m256 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p = g + static_cast<size_t>(sb) * kBlock;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kBlock + line), _MM_HINT_T0);
+    }
+    __m256i sc[8];
+    unpack_iq4_xs_scales(p, sc);
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int ib = 0; ib < 8; ++ib) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = load256(p + 64 + 32 * (4 * ib + c));
+        const __m256i lo = _mm256_shuffle_epi8(values, _mm256_and_si256(v, m4));
+        const __m256i hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* xq = x.qs(t0 + t) + 256 * sb + 32 * ib;
+          const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(broadcast4(xq, c), lo));
+          const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(broadcast4(xq, c + 4), hi));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(plo, sc[ib]));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(phi, sc[ib]));
+          asm("" : "+x"(isum[t]));  // as above
+        }
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(p));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[sb])), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+struct IQ4_XSx8 {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kTokens = 4;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+    group_tile_iq4_xs<T>(g, k / 256, x, t0, y, ldy);
+  }
+};
+
 // One unpacked group against activation rows [t0, t0 + T). Flat arrays and
 // forced unrolling keep the 2T accumulators in registers (see groups_tile_f).
 template <class K, int T>
@@ -858,6 +939,7 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q2_K: return {gemm_k_quant<Q2_KUnpacked, Bits2x8<Q2_KUnpacked>>, ActFormat::kQ8_K, true};
     case DType::Q3_K: return {gemm_k_quant<Q3_KUnpacked, Bits2x8<Q3_KUnpacked>>, ActFormat::kQ8_K, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
+    case DType::IQ4_XS: return {gemm_interleaved<IQ4_XSx8>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};

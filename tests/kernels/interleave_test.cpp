@@ -27,7 +27,7 @@ namespace {
 using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16};
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::F16, DType::BF16};
 
 bool super_block(DType t) { return dtype_traits(t).block_size == 256; }
 bool float_type(DType t) { return t == DType::F16 || t == DType::BF16; }
@@ -71,6 +71,11 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
       if (t == DType::Q3_K) {  // d last; scales -32..-17 keep exact sums below 2^24
         for (size_t i = 96; i < 108; ++i) w[off + i] &= std::byte{0x0F};
         std::memcpy(w.data() + off + 108, &d, sizeof(d));
+      }
+      if (t == DType::IQ4_XS && exact) {  // values up to 127: scales 0..3 (high bits 2, low 0..3) keep exact sums below 2^24
+        const uint8_t scales_h[2] = {0xAA, 0xAA};
+        std::memcpy(w.data() + off + 2, scales_h, 2);
+        for (size_t i = 4; i < 8; ++i) w[off + i] &= std::byte{0x33};
       }
       if (t == DType::Q6_K) {  // d last; scales -16..16 keep exact sums below 2^24
         std::memcpy(w.data() + off + 208, &d, sizeof(d));
@@ -179,6 +184,7 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
                          : t == DType::Q5_1   ? 64
                          : t == DType::Q2_K   ? 160
                          : t == DType::Q3_K   ? 112
+                         : t == DType::IQ4_XS ? 64
                                               : 16;
     const size_t qs = t == DType::Q4_K ? 16
                       : t == DType::Q5_K ? 48
@@ -188,6 +194,7 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
                       : t == DType::Q5_1 ? 8
                       : t == DType::Q2_K ? 16
                       : t == DType::Q3_K ? 32
+                      : t == DType::IQ4_XS ? 8
                                          : 2;
     const size_t d = t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
     for (size_t r = 0; r < 8; ++r) {
@@ -219,7 +226,7 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
       }
     }
   }
-  EXPECT_FALSE(can_interleave(DType::IQ4_XS));
+  EXPECT_FALSE(can_interleave(DType::IQ2_XXS));
 }
 
 // Every variant, on interleaved weights, against the exact dot of the plain rows.
