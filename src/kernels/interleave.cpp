@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>  // std::pair
 #include <vector>
 
 #include "core/error.h"
@@ -29,10 +30,10 @@ Block32Fields block32_fields(DType t) {
 }
 
 // The pieces of one block of a group that are plain copies (32-element
-// formats but their fifth bits, Q2_K, Q3_K and IQ4_XS but their scales, Q6_K): piece(plain offset, interleaved
-// offset, bytes), plain offsets from the block's start in row 0 (rows
-// row_bytes apart), interleaved ones from the start of the block's
-// interleaved image.
+// formats but their fifth bits; Q2_K; Q3_K and IQ4_XS but their scales;
+// Q6_K): piece(plain offset, interleaved offset, bytes), plain offsets from
+// the block's start in row 0 (rows row_bytes apart), interleaved ones from
+// the start of the block's interleaved image.
 template <class Piece>
 void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
   for (size_t r = 0; r < kInterleaveRows; ++r) {
@@ -44,13 +45,13 @@ void for_each_piece(DType t, size_t row_bytes, const Piece& piece) {
       for (size_t m = 0; m < 16; ++m) piece(row + 16 + 4 * m, 160 + 32 * m + 4 * r, size_t{4});
       continue;
     }
-    if (t == DType::Q3_K) {  // the scales' bits: q3_k_scales_to_image
+    if (t == DType::Q3_K) {  // the scales' bits: scales_to_image
       piece(row + 108, 2 * r, size_t{2});
       for (size_t m = 0; m < 16; ++m) piece(row + 32 + 4 * m, 112 + 32 * m + 4 * r, size_t{4});
       for (size_t n = 0; n < 8; ++n) piece(row + 4 * n, 624 + 32 * n + 4 * r, size_t{4});
       continue;
     }
-    if (t == DType::IQ4_XS) {  // the scales' bits: iq4_xs_scales_to_image
+    if (t == DType::IQ4_XS) {  // the scales' bits: scales_to_image
       piece(row, 2 * r, size_t{2});
       for (size_t c = 0; c < 32; ++c) piece(row + 8 + 4 * c, 64 + 32 * c + 4 * r, size_t{4});
       continue;
@@ -91,77 +92,67 @@ uint32_t line_to_qh(uint32_t line) {
   return qh;
 }
 
-// Q3_K's 16 six-bit scales of 8 rows (12 bytes at plain byte 96 of each
-// row) <-> the image's 96 bytes at 16: 64 of low nibbles, byte 8s + r
-// holding scale s of row r in bits 0-3 and scale s + 8 in 4-7 (s < 8), then
-// 32 of high 2 bits, scale s of row r at bits 2(s / 4) of byte 8(s % 4) + r.
-void q3_k_scales_to_image(const std::byte* plain, size_t row_bytes, std::byte* inter) {
-  auto* lo = reinterpret_cast<uint8_t*>(inter + 16);
-  auto* hi = reinterpret_cast<uint8_t*>(inter + 80);
-  std::memset(lo, 0, 96);
-  for (size_t r = 0; r < kInterleaveRows; ++r) {
-    const auto* sc = reinterpret_cast<const uint8_t*>(plain + r * row_bytes + 96);
-    for (int s = 0; s < 16; ++s) {
-      const auto v = static_cast<uint8_t>(detail::q3k_scale(sc, s) + 32);
-      lo[8 * (s % 8) + r] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
-      hi[8 * (s % 4) + r] |= static_cast<uint8_t>((v >> 4) << (2 * (s / 4)));
-    }
-  }
-}
-void q3_k_scales_from_image(const std::byte* inter, std::byte* plain, size_t row_bytes) {
-  const auto* lo = reinterpret_cast<const uint8_t*>(inter + 16);
-  const auto* hi = reinterpret_cast<const uint8_t*>(inter + 80);
-  for (size_t r = 0; r < kInterleaveRows; ++r) {
-    auto* sc = reinterpret_cast<uint8_t*>(plain + r * row_bytes + 96);  // the plain packing (detail::q3k_scale)
-    std::memset(sc, 0, 12);
-    for (int s = 0; s < 16; ++s) {
-      const int v = (lo[8 * (s % 8) + r] >> (s < 8 ? 0 : 4) & 0xF) | (hi[8 * (s % 4) + r] >> (2 * (s / 4)) & 3) << 4;
-      sc[s % 8] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
-      sc[8 + s % 4] |= static_cast<uint8_t>((v >> 4) << (2 * (s / 4)));
-    }
-  }
-}
+// Q3_K's 16 and IQ4_XS's 8 six-bit scales (unsigned, 0..63) of 8 rows in
+// the image (interleave.h): n scales, low nibbles from byte lo, scale s of row
+// r at byte lo + 8(s % (n / 2)) + r (bits 0-3 for s < n / 2, else 4-7), high
+// 2 bits from byte hi, at bits 2(s / (n / 4)) of byte hi + 8(s % (n / 4)) + r.
+struct SixBitScales {
+  int n;
+  size_t lo, hi;
+};
+SixBitScales six_bit_scales(DType t) { return t == DType::Q3_K ? SixBitScales{16, 16, 80} : SixBitScales{8, 16, 48}; }
 
-// IQ4_XS's 8 six-bit scales of 8 rows (scales_h at plain byte 2, scales_l
-// at 4) <-> the image's 48 bytes at 16: 32 of low nibbles, byte 8(s % 4) + r
-// holding scale s of row r in bits 0-3 (s < 4) or 4-7, then 16 of high 2
-// bits, scale s of row r at bits 2(s / 2) of byte 8(s % 2) + r.
-void iq4_xs_scales_to_image(const std::byte* plain, size_t row_bytes, std::byte* inter) {
-  auto* lo = reinterpret_cast<uint8_t*>(inter + 16);
-  auto* hi = reinterpret_cast<uint8_t*>(inter + 48);
-  std::memset(lo, 0, 48);
+// Scale s of a plain block (row) and its inverse; set_plain_scale ORs into
+// bytes the caller cleared (plain_scale_bytes).
+int plain_scale(DType t, const uint8_t* row, int s) {
+  if (t == DType::Q3_K) return detail::q3k_scale(row + 96, s) + 32;
+  return (row[4 + s / 2] >> (4 * (s % 2)) & 0xF) | (row[2 + s / 4] >> (2 * (s % 4)) & 3) << 4;  // IQ4_XS
+}
+void set_plain_scale(DType t, uint8_t* row, int s, int v) {
+  if (t == DType::Q3_K) {  // detail::q3k_scale's packing
+    row[96 + s % 8] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
+    row[104 + s % 4] |= static_cast<uint8_t>((v >> 4) << (2 * (s / 4)));
+    return;
+  }
+  row[4 + s / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (s % 2)));  // IQ4_XS: scales_l, then scales_h (little endian)
+  row[2 + s / 4] |= static_cast<uint8_t>((v >> 4) << (2 * (s % 4)));
+}
+// The plain bytes the scales occupy: {offset, count}.
+std::pair<size_t, size_t> plain_scale_bytes(DType t) { return t == DType::Q3_K ? std::pair<size_t, size_t>{96, 12} : std::pair<size_t, size_t>{2, 6}; }
+
+void scales_to_image(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
+  const SixBitScales f = six_bit_scales(t);
+  auto* img = reinterpret_cast<uint8_t*>(inter);
+  std::memset(img + f.lo, 0, static_cast<size_t>(f.n) * 6);  // 8 rows x n x 6 bits: the lo and hi bytes
   for (size_t r = 0; r < kInterleaveRows; ++r) {
-    const auto* b = reinterpret_cast<const uint8_t*>(plain + r * row_bytes);
-    const int scales_h = b[2] | b[3] << 8;
-    for (int s = 0; s < 8; ++s) {
-      const int low = b[4 + s / 2] >> (4 * (s % 2)) & 0xF, high = scales_h >> (2 * s) & 3;
-      lo[8 * (s % 4) + r] |= static_cast<uint8_t>(low << (s < 4 ? 0 : 4));
-      hi[8 * (s % 2) + r] |= static_cast<uint8_t>(high << (2 * (s / 2)));
+    const auto* row = reinterpret_cast<const uint8_t*>(plain + r * row_bytes);
+    for (int s = 0; s < f.n; ++s) {
+      const int v = plain_scale(t, row, s), half = f.n / 2, quarter = f.n / 4;
+      img[f.lo + static_cast<size_t>(8 * (s % half)) + r] |= static_cast<uint8_t>((v & 0xF) << (s < half ? 0 : 4));
+      img[f.hi + static_cast<size_t>(8 * (s % quarter)) + r] |= static_cast<uint8_t>((v >> 4) << (2 * (s / quarter)));
     }
   }
 }
-void iq4_xs_scales_from_image(const std::byte* inter, std::byte* plain, size_t row_bytes) {
-  const auto* lo = reinterpret_cast<const uint8_t*>(inter + 16);
-  const auto* hi = reinterpret_cast<const uint8_t*>(inter + 48);
+void scales_from_image(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
+  const SixBitScales f = six_bit_scales(t);
+  const auto* img = reinterpret_cast<const uint8_t*>(inter);
+  const auto [offset, count] = plain_scale_bytes(t);
   for (size_t r = 0; r < kInterleaveRows; ++r) {
-    auto* b = reinterpret_cast<uint8_t*>(plain + r * row_bytes);
-    int scales_h = 0;
-    std::memset(b + 4, 0, 4);
-    for (int s = 0; s < 8; ++s) {
-      const int low = lo[8 * (s % 4) + r] >> (s < 4 ? 0 : 4) & 0xF, high = hi[8 * (s % 2) + r] >> (2 * (s / 2)) & 3;
-      b[4 + s / 2] |= static_cast<uint8_t>(low << (4 * (s % 2)));
-      scales_h |= high << (2 * s);
+    auto* row = reinterpret_cast<uint8_t*>(plain + r * row_bytes);
+    std::memset(row + offset, 0, count);
+    for (int s = 0; s < f.n; ++s) {
+      const int half = f.n / 2, quarter = f.n / 4;
+      const int v = (img[f.lo + static_cast<size_t>(8 * (s % half)) + r] >> (s < half ? 0 : 4) & 0xF) |
+                    (img[f.hi + static_cast<size_t>(8 * (s % quarter)) + r] >> (2 * (s / quarter)) & 3) << 4;
+      set_plain_scale(t, row, s, v);
     }
-    b[2] = static_cast<uint8_t>(scales_h);
-    b[3] = static_cast<uint8_t>(scales_h >> 8);
   }
 }
 
 // One block of 8 plain rows (row_bytes apart) <-> its interleaved image.
 void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::byte* inter) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(inter + i, plain + p, n); });
-  if (t == DType::Q3_K) q3_k_scales_to_image(plain, row_bytes, inter);
-  if (t == DType::IQ4_XS) iq4_xs_scales_to_image(plain, row_bytes, inter);
+  if (t == DType::Q3_K || t == DType::IQ4_XS) scales_to_image(t, plain, row_bytes, inter);
   const Block32Fields f = block32_fields(t);
   if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
@@ -173,8 +164,7 @@ void interleave_block(DType t, const std::byte* plain, size_t row_bytes, std::by
 }
 void deinterleave_block(DType t, const std::byte* inter, std::byte* plain, size_t row_bytes) {
   for_each_piece(t, row_bytes, [&](size_t p, size_t i, size_t n) { std::memcpy(plain + p, inter + i, n); });
-  if (t == DType::Q3_K) q3_k_scales_from_image(inter, plain, row_bytes);
-  if (t == DType::IQ4_XS) iq4_xs_scales_from_image(inter, plain, row_bytes);
+  if (t == DType::Q3_K || t == DType::IQ4_XS) scales_from_image(t, inter, plain, row_bytes);
   const Block32Fields f = block32_fields(t);
   if (dtype_traits(t).block_size != 32 || f.plain_qh == 0) return;
   for (size_t r = 0; r < kInterleaveRows; ++r) {
