@@ -278,7 +278,12 @@ GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
   switch (isa) {
     case Isa::kAvx2: return gemm_kernel_avx2_interleaved(t);
     case Isa::kAvx512Vnni:
-    case Isa::kAvx512Bf16: return gemm_kernel_avx512_vnni_interleaved(t);
+    case Isa::kAvx512Bf16:
+      if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;
+      // The 32-element formats without VNNI kernels read faster interleaved
+      // on AVX2 than plain on AVX-512 (Q4_1, Q5_0, Q5_1, IQ4_NL; measured below).
+      if (t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL) return gemm_kernel_avx2_interleaved(t);
+      return {};
     // Without VNNI the AVX2 kernels over interleaved rows beat the plain
     // AVX-512 ones on the quantized types (Xeon, --isa avx512 vs avx2, pp128:
     // Q4_0 29.5 vs 53.1 t/s, Q4_K_M 29.9 vs 43.9, Q8_0 28.2 vs 36.4, one noisy
