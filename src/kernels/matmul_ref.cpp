@@ -280,8 +280,12 @@ GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;
-      // The 32-element formats without VNNI kernels read faster interleaved
-      // on AVX2 than plain on AVX-512 (Q4_1, Q5_0, Q5_1, IQ4_NL; measured below).
+      // The 32-element formats without VNNI kernels run faster interleaved on
+      // the AVX2 kernels than plain on AVX-512 (Zen 5, 3 alternations: tg64
+      // Q5_0 46.4 -> 59.7 t/s, Q5_1 43.5 -> 50.0, pp256 Q4_1 112.8 -> 167.3;
+      // IQ4_NL matmul_bench two threads 32 -> 39 GB/s). Q2_K and Q3_K stay
+      // plain here: their AVX2 decode kernels stream slower (25 against
+      // 28-35 GB/s, two threads); IQ4_XS measured level.
       if (t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL) return gemm_kernel_avx2_interleaved(t);
       return {};
     // Without VNNI the AVX2 kernels over interleaved rows beat the plain
