@@ -65,6 +65,21 @@ inline __m256i scales_of(const Q4KScales& s, int sub) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc + 8 * sub)));
 }
 
+// Row lane r of the result: the int8 at bytes[8s + r], widened (signed or not).
+template <bool kSigned>
+inline __m256i byte_per_row(const uint8_t* bytes) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+  return kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
+}
+// Int16 pairs (v[2c], v[2c + 1]) per row lane from bytes at 8s + r, for vpmaddwd
+// against the activations' sums per 16 (pair c: permutevar8x32 lane c).
+template <bool kSigned>
+inline __m256i byte_pairs_per_row(const uint8_t* bytes, int c) {
+  const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c));
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c + 8));
+  return kSigned ? _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)) : _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+}
+
 // Q6_K values (0..63) of ql and qh line m of half h: q[j] holds elements
 // 128h + 32j + 4m .. +3 of each row.
 inline void q6_k_values(const uint8_t* p, int h, int m, __m256i q[4]) {
@@ -101,6 +116,15 @@ struct UnpackedSuperBlock {
 // (v, v) int16 pairs from int32 lanes (|v| < 2^15).
 inline __m256i int16_pairs(__m256i v) {
   return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+// Sum over c of pairs[c] = (v[2c], v[2c + 1]) per row lane (byte_pairs_per_row)
+// against the activations' sums per 16 of token t's super-block sb (int32 per row).
+inline __m256i pairs_dot_sums(const __m256i* pairs, const ActRows& x, int64_t t, int64_t sb) {
+  const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
+  __m256i sum = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
+  return sum;
 }
 
 struct Q4_KUnpacked {
@@ -189,14 +213,8 @@ struct Q6_KUnpacked {
   static constexpr int kOffsets = 8;
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
     const uint8_t* scales = p + 16;
-    for (int s = 0; s < 16; ++s) {
-      u.scale[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s))));
-    }
-    for (int c = 0; c < 8; ++c) {
-      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c));
-      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c + 8));
-      u.offset[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
-    }
+    for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<true>(scales + 8 * s));
+    for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<true>(scales, c);
     u.d = _mm256_cvtph_ps(load128(p));
     u.dmin = _mm256_setzero_ps();
     for (int h = 0; h < 2; ++h) {
@@ -210,12 +228,7 @@ struct Q6_KUnpacked {
   // group_tile_q6_k's steps for one token and super-block: minus 32 x the
   // scales against the activations' sums per 16, then one float step.
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
-    __m256i offset = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      offset = _mm256_add_epi32(offset, _mm256_madd_epi16(u.offset[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
-    }
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), 5));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
   }
 };

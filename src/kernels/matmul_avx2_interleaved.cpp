@@ -350,26 +350,17 @@ void group_tile_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t
         }
         for (int j = 0; j < 4; ++j) {
           const int sub = 8 * h + 2 * j + half;
-          const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * sub)));
+          const __m256i sc = byte_per_row<true>(scales + 8 * sub);
           for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t][j], sc));
         }
       }
     }
     // Scales as int16 pairs (s = 2c, 2c + 1) per row lane, against the activations' sums per 16.
     __m256i sc16[8];
-    for (int c = 0; c < 8; ++c) {
-      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c));
-      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * c + 8));
-      sc16[c] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
-    }
+    for (int c = 0; c < 8; ++c) sc16[c] = byte_pairs_per_row<true>(scales, c);
     const __m256 d = _mm256_cvtph_ps(load128(p));
     for (int t = 0; t < T; ++t) {
-      const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t0 + t) + 16 * sb));
-      __m256i offset = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sc16[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
-      }
-      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(pairs_dot_sums(sc16, x, t0 + t, sb), 5));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[sb])), acc[t]);
     }
   }
@@ -467,29 +458,6 @@ inline void unpack_q3_k_scales(const uint8_t* p, int8_t* sc) {
   for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_sub_epi8(v[i], k32));
 }
 
-// Row lane r of the result: the int8 at bytes[8s + r], widened (signed or not).
-template <bool kSigned>
-inline __m256i byte_per_row(const uint8_t* bytes) {
-  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
-  return kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v);
-}
-// Int16 pairs (v[2c], v[2c + 1]) per row lane from bytes at 8s + r, for vpmaddwd
-// against the activations' sums per 16 (pair c: permutevar8x32 lane c).
-template <bool kSigned>
-inline __m256i byte_pairs_per_row(const uint8_t* bytes, int c) {
-  const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c));
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 16 * c + 8));
-  return kSigned ? _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)) : _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
-}
-
-// Sum over pairs c of v[2c, 2c + 1] x the activations' sums per 16 (int32 per row).
-inline __m256i offsets_dot_sums(const UnpackedSuperBlock& u, const ActRows& x, int64_t t, int64_t sb) {
-  const __m256i bs = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
-  __m256i sum = _mm256_setzero_si256();
-  for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_madd_epi16(u.offset[c], _mm256_permutevar8x32_epi32(bs, _mm256_set1_epi32(c))));
-  return sum;
-}
-
 struct Q2_KUnpacked {
   static constexpr size_t kBlockBytes = 8 * 84;
   static constexpr size_t kQs = 160;
@@ -517,7 +485,7 @@ struct Q2_KUnpacked {
   }
   // d x sum - dmin x (mins against the activations' sums per 16).
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i msum = offsets_dot_sums(u, x, t, sb);
+    const __m256i msum = pairs_dot_sums(u.offset, x, t, sb);
     const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
     return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
@@ -556,7 +524,7 @@ struct Q3_KUnpacked {
   }
   // The values stand for q - 4: minus 4 x the scales against the activations' sums per 16.
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(offsets_dot_sums(u, x, t, sb), 2));
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), 2));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
   }
 };
@@ -662,7 +630,7 @@ inline void unpack_iq4_xs_scales(const uint8_t* p, __m256i sc[8]) {
                      _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)), k32));
   _mm256_store_si256(reinterpret_cast<__m256i*>(v + 32),
                      _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_and_si256(h, m30)), k32));
-  for (int s = 0; s < 8; ++s) sc[s] = int16_pairs(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + 8 * s))));
+  for (int s = 0; s < 8; ++s) sc[s] = int16_pairs(byte_per_row<true>(reinterpret_cast<const uint8_t*>(v + 8 * s)));
 }
 
 // One group of 8 rows against Q8_K activation rows [t0, t0 + T).
