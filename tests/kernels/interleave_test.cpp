@@ -147,6 +147,27 @@ std::vector<int64_t> lengths(DType t) {
 
 double float_bound(int64_t k, double magnitude) { return static_cast<double>(k + 16) * 0x1p-24 * magnitude + 1e-30; }
 
+// Where interleave.h puts line 0 of block 0's image, which plain byte of
+// row r it holds (the row's first 4 qs bytes), and the plain offset of the
+// fp16 scale that lands at 2r.
+struct DocumentedOffsets {
+  size_t line0, qs, d;
+};
+DocumentedOffsets documented_offsets(DType t) {
+  switch (t) {
+    case DType::Q4_1: return {32, 4, 0};
+    case DType::Q5_0: return {48, 6, 0};
+    case DType::Q5_1: return {64, 8, 0};
+    case DType::Q2_K: return {160, 16, 80};
+    case DType::Q3_K: return {112, 32, 108};
+    case DType::Q4_K: return {128, 16, 0};
+    case DType::Q5_K: return {128, 48, 0};
+    case DType::Q6_K: return {144, 0, 208};
+    case DType::IQ4_XS: return {64, 8, 0};
+    default: return {16, 2, 0};  // Q4_0, Q8_0, IQ4_NL
+  }
+}
+
 TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
   std::mt19937 rng(1);
   for (DType t : kTypes) {
@@ -176,27 +197,7 @@ TEST(Interleave, RoundTripsGroupsAndLeavesTheTailPlain) {
     // and line 0 holds qs bytes 0..3 of each row (after Q4_K's 128 bytes of scales).
     // Q6_K: d at its block's end, line 0 after the 128 bytes of scales.
     // Q4_1 / Q5_1: the mins at 16; Q5_0 / Q5_1: the fifth-bit line before the nibble lines.
-    const bool k4 = t == DType::Q4_K || t == DType::Q5_K;
-    const size_t line0 = k4                   ? 128
-                         : t == DType::Q6_K   ? 144
-                         : t == DType::Q4_1   ? 32
-                         : t == DType::Q5_0   ? 48
-                         : t == DType::Q5_1   ? 64
-                         : t == DType::Q2_K   ? 160
-                         : t == DType::Q3_K   ? 112
-                         : t == DType::IQ4_XS ? 64
-                                              : 16;
-    const size_t qs = t == DType::Q4_K ? 16
-                      : t == DType::Q5_K ? 48
-                      : t == DType::Q6_K ? 0
-                      : t == DType::Q4_1 ? 4
-                      : t == DType::Q5_0 ? 6
-                      : t == DType::Q5_1 ? 8
-                      : t == DType::Q2_K ? 16
-                      : t == DType::Q3_K ? 32
-                      : t == DType::IQ4_XS ? 8
-                                         : 2;
-    const size_t d = t == DType::Q6_K ? 208 : t == DType::Q2_K ? 80 : t == DType::Q3_K ? 108 : 0;
+    const auto [line0, qs, d] = documented_offsets(t);
     for (size_t r = 0; r < 8; ++r) {
       EXPECT_EQ(0, std::memcmp(inter.data() + 2 * r, plain.data() + r * rb + d, 2)) << dtype_name(t) << " row " << r;
       EXPECT_EQ(0, std::memcmp(inter.data() + line0 + 4 * r, plain.data() + r * rb + qs, 4)) << dtype_name(t) << " row " << r;
