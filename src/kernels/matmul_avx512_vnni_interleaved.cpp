@@ -1,6 +1,7 @@
 // AVX-512 VNNI kernels over weights interleaved 8 rows at a time
-// (kernels/interleave.h): Q4_0 and Q8_0 against Q8_0 activations, Q4_K, Q5_K
-// and Q6_K prompts against Q8_K ones.
+// (kernels/interleave.h): the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, IQ4_NL) against Q8_0 activations, Q4_K, Q5_K and Q6_K prompts
+// against Q8_K ones.
 //
 // Two groups side by side fill a 512-bit register: a 32-byte line of group g
 // (4 quants of each of its 8 rows) in the low half, the same line of group
@@ -29,6 +30,7 @@
 
 #include "kernels/interleave.h"
 #include "kernels/matmul_act.h"
+#include "kernels/quants_blocks.h"  // kIQ4NLValues
 
 TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_VNNI)
 
@@ -40,6 +42,10 @@ namespace {
 // [a, b]: group g's half in the low 256 bits, group g + 1's in the high.
 inline __m512i halves(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 inline __m512 halves(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+// The 8 fp16 values at a and the 8 at b, as floats, a's in the low half.
+inline __m512 fp16_halves(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1));
+}
 // Activations 4j .. 4j + 3 of a block in every 32-bit lane (a broadcast load).
 inline __m512i broadcast4_16(const uint8_t* xq, int j) {
   int32_t v;
@@ -74,18 +80,87 @@ GemmArgs rows_from(const GemmArgs& a, int64_t r) {
 // block's exact integer dot (as the AVX2 Q4_0Lines / Q8_0Lines totals) is
 // s[t] - kSumScale x the activations' block sum.
 
-// Q4_0: nibbles 0..15 (unsigned, as vpdpbusd wants); q - 8 is the value, so 8 x
-// the activations' sum comes off.
-struct Q4_0Pair {
-  static constexpr size_t kBlockBytes = 8 * 18;
-  static constexpr int32_t kSumScale = 8;
+// Q4_0 and Q4_1: nibbles 0..15 (unsigned, as vpdpbusd wants) in 4 lines
+// from byte kLines (interleave.h). Q4_0's value is q - 8, so 8 x the
+// activations' sum comes off; Q4_1's is d q + m, the min a float step of its
+// own (kHasMin).
+template <size_t kLines, bool kMin>
+struct Nibble4Pair {
+  static constexpr size_t kBlockBytes = kMin ? 8 * 20 : 8 * 18;
+  static constexpr int32_t kSumScale = kMin ? 0 : 8;
+  static constexpr bool kHasMin = kMin;
   template <int T, class Act>
   [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m512i v = halves(load256(p0 + 16 + 32 * c), load256(p1 + 16 + 32 * c));
+      const __m512i v = halves(load256(p0 + kLines + 32 * c), load256(p1 + kLines + 32 * c));
       const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        s[t] = _mm512_dpbusd_epi32(s[t], lo, act(t, c));
+        s[t] = _mm512_dpbusd_epi32(s[t], hi, act(t, c + 4));
+      }
+    }
+  }
+};
+using Q4_0Pair = Nibble4Pair<16, false>;
+using Q4_1Pair = Nibble4Pair<32, true>;
+
+// Q5_0 and Q5_1: Q4's nibble lines from byte kLines with their fifth bits
+// from the line at kFifth, moved to bit 4 by one shift (as the AVX2
+// Nibble5Lines). q is 0..31, unsigned; Q5_0's value is q - 16.
+template <size_t kFifth, size_t kLines, bool kMin>
+struct Nibble5Pair {
+  static constexpr size_t kBlockBytes = kMin ? 8 * 24 : 8 * 22;
+  static constexpr int32_t kSumScale = kMin ? 0 : 16;
+  static constexpr bool kHasMin = kMin;
+  template <int shift>
+  [[gnu::always_inline]] static inline __m512i fifth_bits(__m512i h) {
+    const __m512i b = shift >= 0 ? _mm512_slli_epi16(h, shift) : _mm512_srli_epi16(h, -shift);
+    return _mm512_and_si512(b, _mm512_set1_epi8(0x10));
+  }
+  template <int c, int T, class Act>
+  [[gnu::always_inline]] static inline void line(const uint8_t* p0, const uint8_t* p1, __m512i h, Act act, __m512i* s) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = halves(load256(p0 + kLines + 32 * c), load256(p1 + kLines + 32 * c));
+    const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), fifth_bits<4 - 2 * c>(h));
+    const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), fifth_bits<3 - 2 * c>(h));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_dpbusd_epi32(s[t], lo, act(t, c));
+      s[t] = _mm512_dpbusd_epi32(s[t], hi, act(t, c + 4));
+    }
+  }
+  template <int T, class Act>
+  [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
+    const __m512i h = halves(load256(p0 + kFifth), load256(p1 + kFifth));
+    line<0, T>(p0, p1, h, act, s);
+    line<1, T>(p0, p1, h, act, s);
+    line<2, T>(p0, p1, h, act, s);
+    line<3, T>(p0, p1, h, act, s);
+  }
+};
+using Q5_0Pair = Nibble5Pair<16, 48, false>;
+using Q5_1Pair = Nibble5Pair<32, 64, true>;
+
+// IQ4_NL: Q4_0's lines, each nibble an index into the 16 int8 values; the
+// table is looked up with 128 added (a flipped top bit), unsigned as
+// vpdpbusd wants, so 128 x the activations' sum comes off (as Q8_0's).
+struct IQ4_NLPair {
+  static constexpr size_t kBlockBytes = 8 * 18;
+  static constexpr int32_t kSumScale = 128;
+  static constexpr bool kHasMin = false;
+  template <int T, class Act>
+  [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i values = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues))),
+                                            _mm512_set1_epi8(static_cast<char>(0x80)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = halves(load256(p0 + 16 + 32 * c), load256(p1 + 16 + 32 * c));
+      const __m512i lo = _mm512_shuffle_epi8(values, _mm512_and_si512(v, m4));
+      const __m512i hi = _mm512_shuffle_epi8(values, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         s[t] = _mm512_dpbusd_epi32(s[t], lo, act(t, c));
@@ -100,6 +175,7 @@ struct Q4_0Pair {
 struct Q8_0Pair {
   static constexpr size_t kBlockBytes = 8 * 34;
   static constexpr int32_t kSumScale = 128;
+  static constexpr bool kHasMin = false;
   template <int T, class Act>
   [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, __m512i* s) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -138,11 +214,17 @@ void pair_tile_32(const uint8_t* g, size_t group_bytes, int64_t nb, const ActRow
       s[t] = _mm512_setzero_si512();
     }
     F::template sums<T>(p0, p1, [&](int t, int j) { return broadcast4_16(xb[t], j); }, s);
-    const __m512 d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
+    const __m512 d = fp16_halves(p0, p1);
+    [[maybe_unused]] __m512 m;
+    if constexpr (F::kHasMin) m = fp16_halves(p0 + 16, p1 + 16);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const __m512i total = _mm512_sub_epi32(s[t], _mm512_set1_epi32(F::kSumScale * x.sums(t0 + t)[b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(x.d(t0 + t)[b])), acc[t]);
+      const int16_t xsum = x.sums(t0 + t)[b];
+      const float dx = x.d(t0 + t)[b];
+      const __m512i total = _mm512_sub_epi32(s[t], _mm512_set1_epi32(F::kSumScale * xsum));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc[t]);
+      // The AVX2 kernels' second step for rows with a min.
+      if constexpr (F::kHasMin) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(dx * static_cast<float>(xsum)), acc[t]);
     }
   }
 #pragma GCC unroll 16
@@ -184,6 +266,14 @@ inline __m512i broadcast4_two(const uint8_t* x0, const uint8_t* x1, int j) {
 inline __m256i low_half(__m512i v) { return _mm512_castsi512_si256(v); }
 inline __m256i high_half(__m512i v) { return _mm512_extracti64x4_epi64(v, 1); }
 
+// The AVX2 kernels' float steps of one block of 8 rows at p, lane for lane.
+template <class F>
+[[gnu::always_inline]] inline __m256 block_step(__m256i total, const uint8_t* p, float dx, int16_t xsum, __m256 acc) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(_mm256_cvtph_ps(load128(p)), _mm256_set1_ps(dx)), acc);
+  if constexpr (F::kHasMin) acc = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(p + 16)), _mm256_set1_ps(dx * static_cast<float>(xsum)), acc);
+  return acc;
+}
+
 // One group of 8 rows (at g, nb blocks) against one token.
 template <class F>
 void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, float* y) {
@@ -204,11 +294,8 @@ void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, float* y) {
     F::template sums<1>(p0, p1, [&](int, int j) { return broadcast4_two(x0, x1, j); }, &s);
     const int32_t xs0 = F::kSumScale * xs[b], xs1 = F::kSumScale * xs[both ? b + 1 : b];
     const __m512i total = _mm512_sub_epi32(s, halves(_mm256_set1_epi32(xs0), _mm256_set1_epi32(xs1)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(total)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[b])), acc);
-    if (both) {
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high_half(total)),
-                            _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), _mm256_set1_ps(xd[b + 1])), acc);
-    }
+    acc = block_step<F>(low_half(total), p0, xd[b], xs[b], acc);
+    if (both) acc = block_step<F>(high_half(total), p1, xd[b + 1], xs[b + 1], acc);
   }
   _mm256_storeu_ps(y, acc);
 }
@@ -489,6 +576,10 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
   switch (t) {
     case DType::Q4_0: return {gemm_pairs_32<Q4_0Pair>, ActFormat::kQ8_0, true};
     case DType::Q8_0: return {gemm_pairs_32<Q8_0Pair>, ActFormat::kQ8_0, true};
+    case DType::Q4_1: return {gemm_pairs_32<Q4_1Pair>, ActFormat::kQ8_0, true};
+    case DType::Q5_0: return {gemm_pairs_32<Q5_0Pair>, ActFormat::kQ8_0, true};
+    case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true};
+    case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
     case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};

@@ -280,13 +280,10 @@ GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;
-      // The 32-element formats without VNNI kernels run faster interleaved on
-      // the AVX2 kernels than plain on AVX-512 (Zen 5, 3 alternations: tg64
-      // Q5_0 46.4 -> 59.7 t/s, Q5_1 43.5 -> 50.0, pp256 Q4_1 112.8 -> 167.3;
-      // IQ4_NL matmul_bench two threads 32 -> 39 GB/s). Q2_K and Q3_K stay
-      // plain here: their AVX2 decode kernels stream slower (25 against
-      // 28-35 GB/s, two threads); IQ4_XS measured level.
-      if (t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL) return gemm_kernel_avx2_interleaved(t);
+      // Q2_K, Q3_K and IQ4_XS have no VNNI kernels and stay plain here:
+      // the AVX2 decode kernels of Q2_K and Q3_K stream slower than the
+      // plain AVX-512 ones (25 against 28-35 GB/s, two threads); IQ4_XS
+      // measured level.
       return {};
     // Without VNNI the AVX2 kernels over interleaved rows beat the plain
     // AVX-512 ones on the quantized types (Xeon, --isa avx512 vs avx2, pp128:
