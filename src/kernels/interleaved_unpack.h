@@ -118,6 +118,21 @@ inline __m256i int16_pairs(__m256i v) {
   return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
 }
 
+// IQ4_XS's scales of 8 rows as int16 pairs (scale - 32) per row lane, sub-block s in sc[s].
+inline void unpack_iq4_xs_scales(const uint8_t* p, __m256i sc[8]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  const __m256i lo = load256(p + 16);
+  const __m128i hi = load128(p + 48);
+  // Scales 0, 1 (bytes 0-15) take bits 0-1 of the high bytes, 2, 3 bits 2-3; 4, 5 bits 4-5, 6, 7 bits 6-7.
+  const __m256i h = _mm256_set_m128i(_mm_srli_epi16(hi, 2), hi);
+  alignas(32) int8_t v[64];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v),
+                     _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)), k32));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v + 32),
+                     _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_and_si256(h, m30)), k32));
+  for (int s = 0; s < 8; ++s) sc[s] = int16_pairs(byte_per_row<true>(reinterpret_cast<const uint8_t*>(v + 8 * s)));
+}
+
 // Sum over c of pairs[c] = (v[2c], v[2c + 1]) per row lane (byte_pairs_per_row)
 // against the activations' sums per 16 of token t's super-block sb (int32 per row).
 inline __m256i pairs_dot_sums(const __m256i* pairs, const ActRows& x, int64_t t, int64_t sb) {

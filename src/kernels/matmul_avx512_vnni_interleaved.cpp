@@ -1,7 +1,7 @@
 // AVX-512 VNNI kernels over weights interleaved 8 rows at a time
 // (kernels/interleave.h): the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, IQ4_NL) against Q8_0 activations, Q4_K, Q5_K and Q6_K prompts
-// against Q8_K ones.
+// Q8_0, IQ4_NL) against Q8_0 activations, IQ4_XS, and Q4_K, Q5_K and Q6_K
+// prompts against Q8_K ones.
 //
 // Two groups side by side fill a 512-bit register: a 32-byte line of group g
 // (4 quants of each of its 8 rows) in the low half, the same line of group
@@ -334,6 +334,159 @@ void gemm_pairs_32(const GemmArgs& a) {
   if (2 * pairs * kInterleaveRows < a.n_rows) avx2(rows_from(a, 2 * pairs * kInterleaveRows));
 }
 
+// ---- IQ4_XS: two super-blocks side by side, read straight from the lines ----
+//
+// Values looked up with 128 added (unsigned, as vpdpbusd wants; the table as
+// IQ4_NLPair's). Per sub-block of 32, each lane's sum times its row's scale
+// (scale - 32); at the end 128 x (the scales against the activations' sums
+// per 16, as pairs) comes off, which leaves the exact integer sum of the
+// AVX2 group_tile_iq4_xs, so its float step serves, lane for lane. Prompts
+// put super-block sb of groups g and g + 1 in the halves, decode super-blocks
+// sb and sb + 1 of one group (one stream, as group_decode_32).
+struct IQ4_XSPair {
+  static constexpr size_t kBlockBytes = 8 * 136;
+  // isum[t] += the two halves' integer sums, act(t, ib, j) giving token t's
+  // activations 32 ib + 4j .. + 3 as each half wants them and bsums(t, c) its
+  // sums per 16 (2c, 2c + 1) as an int16 pair, likewise.
+  template <int T, class Act, class Sums>
+  [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, Sums bsums, __m512i* isum) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i values = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues))),
+                                            _mm512_set1_epi8(static_cast<char>(0x80)));
+    __m256i sc0[8], sc1[8];
+    unpack_iq4_xs_scales(p0, sc0);
+    unpack_iq4_xs_scales(p1, sc1);
+    __m512i pairs[8];
+    for (int ib = 0; ib < 8; ++ib) pairs[ib] = halves(sc0[ib], sc1[ib]);
+#pragma GCC unroll 1
+    for (int ib = 0; ib < 8; ++ib) {
+      __m512i s[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const size_t at = 64 + 32 * (4 * ib + c);
+        const __m512i v = halves(load256(p0 + at), load256(p1 + at));
+        const __m512i lo = _mm512_shuffle_epi8(values, _mm512_and_si512(v, m4));
+        const __m512i hi = _mm512_shuffle_epi8(values, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s[t] = _mm512_dpbusd_epi32(s[t], lo, act(t, ib, c));
+          s[t] = _mm512_dpbusd_epi32(s[t], hi, act(t, ib, c + 4));
+        }
+      }
+      const __m512i scale = _mm512_srai_epi32(pairs[ib], 16);  // (v, v) int16 pairs: v
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], scale));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      __m512i offset = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) offset = _mm512_add_epi32(offset, _mm512_madd_epi16(pairs[c], bsums(t, c)));
+      isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(offset, 7));
+    }
+  }
+};
+
+// Groups g0 and g0 + 1 (g0 at `g`, the next group_bytes on) against
+// activation rows [t0, t0 + T).
+template <int T>
+void iq4_xs_pair_tile(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr size_t kBlock = IQ4_XSPair::kBlockBytes;
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; ++sb) {
+    const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
+    const uint8_t* p1 = p0 + group_bytes;
+    for (size_t line = 0; line < kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + 2 * kBlock + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p1 + 2 * kBlock + line), _MM_HINT_T0);
+    }
+    const uint8_t* xq[T];
+    const uint8_t* bs[T];
+    __m512i isum[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      xq[t] = x.qs(t0 + t) + 256 * sb;
+      bs[t] = reinterpret_cast<const uint8_t*>(x.sums(t0 + t) + 16 * sb);
+      isum[t] = _mm512_setzero_si512();
+    }
+    IQ4_XSPair::sums<T>(
+        p0, p1, [&](int t, int ib, int j) { return broadcast4_16(xq[t] + 32 * ib, j); },
+        [&](int t, int c) { return broadcast4_16(bs[t], c); }, isum);
+    const __m512 d = fp16_halves(p0, p1);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(x.d(t0 + t)[sb])), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+template <int T>
+void iq4_xs_pair_rest(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t0, int64_t rest, float* y,
+                      int64_t ldy) {
+  if constexpr (T > 0) {
+    if (rest == T) {
+      iq4_xs_pair_tile<T>(g, group_bytes, n_sb, x, t0, y, ldy);
+    } else {
+      iq4_xs_pair_rest<T - 1>(g, group_bytes, n_sb, x, t0, rest, y, ldy);
+    }
+  }
+}
+
+// One group of 8 rows (at g, n_sb super-blocks) against one token.
+void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float* y) {
+  constexpr size_t kBlock = IQ4_XSPair::kBlockBytes;
+  const uint8_t* xq = x.qs(0);
+  const float* xd = x.d(0);
+  const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < n_sb; sb += 2) {
+    const bool both = sb + 1 < n_sb;  // else the last super-block meets itself in the high half, unused
+    const uint8_t* p0 = g + static_cast<size_t>(sb) * kBlock;
+    const uint8_t* p1 = both ? p0 + kBlock : p0;
+    for (size_t line = 0; line < 2 * kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + 4 * kBlock + line), _MM_HINT_T0);
+    }
+    const uint8_t* x0 = xq + 256 * sb;
+    const uint8_t* x1 = both ? x0 + 256 : x0;
+    const uint8_t* b0 = bs + 32 * sb;  // 16 int16 sums a super-block
+    const uint8_t* b1 = both ? b0 + 32 : b0;
+    __m512i isum = _mm512_setzero_si512();
+    IQ4_XSPair::sums<1>(
+        p0, p1, [&](int, int ib, int j) { return broadcast4_two(x0 + 32 * ib, x1 + 32 * ib, j); },
+        [&](int, int c) { return broadcast4_two(b0, b1, c); }, &isum);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(isum)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[sb])), acc);
+    if (both) {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high_half(isum)),
+                            _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), _mm256_set1_ps(xd[sb + 1])), acc);
+    }
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+void gemm_iq4_xs_pairs(const GemmArgs& a) {
+  const int64_t n_sb = a.k / 256;
+  if (a.n_tokens == 1) {
+    return gemm_groups_decode(a, ActFormat::kQ8_K,
+                              [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode(g, n_sb, x, y); });
+  }
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
+    float* y = a.y + 2 * p * kInterleaveRows;
+    int64_t t = 0;
+    for (; t + kTokens <= a.n_tokens; t += kTokens) iq4_xs_pair_tile<kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
+    iq4_xs_pair_rest<kTokens - 1>(g, group_bytes, n_sb, x, t, a.n_tokens - t, y, a.ldy);
+  }
+  if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
+}
+
 // ---- Q4_K, Q5_K and Q6_K: two groups unpacked once per call ----
 
 // One super-block of two groups, unpacked (UnpackedSuperBlock's values and
@@ -580,6 +733,7 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
     case DType::Q5_0: return {gemm_pairs_32<Q5_0Pair>, ActFormat::kQ8_0, true};
     case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true};
     case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
+    case DType::IQ4_XS: return {gemm_iq4_xs_pairs, ActFormat::kQ8_K, true};
     case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};

@@ -52,12 +52,15 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
     }
     return w;
   }
-  if (exact || !can_quantize(t)) {  // random quants (IQ4_NL has no quantizer): scale 1/16, or 0.01 if not exact
+  if (exact || !can_quantize(t)) {  // random quants (IQ4_NL has no quantizer): scale 1/16, or 0.01-0.05 if not exact
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::byte& b : w) b = static_cast<std::byte>(byte(rng));
-    const uint16_t d = fp32_to_fp16(exact ? 1.0f / 16 : 0.01f), dmin = fp32_to_fp16(-1.0f / 32);
+    const uint16_t dmin = fp32_to_fp16(-1.0f / 32);
     const size_t bb = dtype_traits(t).block_bytes;
     for (size_t off = 0; off < w.size(); off += bb) {
+      // Not exact: scales that differ from block to block, so a kernel that
+      // takes a neighbouring block's scale is seen.
+      const uint16_t d = fp32_to_fp16(exact ? 1.0f / 16 : 0.01f * static_cast<float>(1 + off / bb % 5));
       std::memcpy(w.data() + off, &d, sizeof(d));
       if (t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(w.data() + off + 2, &dmin, sizeof(dmin));  // the min
       if (t == DType::Q4_K || t == DType::Q5_K) {  // scales and mins <= 15 keep exact sums below 2^24
