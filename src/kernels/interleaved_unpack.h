@@ -226,6 +226,7 @@ struct Q6_KUnpacked {
   static constexpr int kPieceLines = 2;
   static constexpr int kScaleLines = 4;  // 16 elements per scale
   static constexpr int kOffsets = 8;
+  static constexpr int kOffsetShift = 5;  // values stand for q - 32
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) {
     const uint8_t* scales = p + 16;
     for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<true>(scales + 8 * s));
@@ -243,10 +244,129 @@ struct Q6_KUnpacked {
   // group_tile_q6_k's steps for one token and super-block: minus 32 x the
   // scales against the activations' sums per 16, then one float step.
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), 5));
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), kOffsetShift));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
   }
 };
+
+// ---- Q2_K and Q3_K x Q8_K: 2-bit lines (Q3_K: a third bit from hmask) ----
+//
+// qs line m (interleave.h) holds qs[4m .. 4m + 3] of each row: with h = m / 8,
+// l = 4(m % 8) + i, bits 2j..2j + 1 of its byte i are element 128h + 32j + l
+// (16 sub-blocks of 16: 8h + 2j + (m % 8) / 4). Q3_K's third bit of that
+// element is bit 4h + j of hmask line m % 8. Values stay unsigned (Q2_K
+// 0..3, Q3_K 0..7 standing for q - 4); the sums are exact in int16 per sub-block
+// (|pair| <= 2 x 7 x 128).
+
+// Unpacked line 32h + 8j + m % 8 = elements 128h + 32j + 4(m % 8) .. + 3 (defined below).
+template <class K>
+void unpack_2bit(const uint8_t* p, UnpackedSuperBlock& u);
+
+// Q3_K's scales of 8 rows as int8 (scale - 32) at 8s + r.
+inline void unpack_q3_k_scales(const uint8_t* p, int8_t* sc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  const __m256i a = load256(p + 16), b = load256(p + 48), h = load256(p + 80);
+  const __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
+                        _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
+  for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_sub_epi8(v[i], k32));
+}
+
+struct Q2_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 84;
+  static constexpr size_t kQs = 160;
+  static constexpr bool kHasHmask = false;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_2bit_decode
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 4;  // 16 elements per scale
+  static constexpr int kOffsets = 8;     // the mins
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    alignas(32) uint8_t sc[128], mn[128];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = load256(p + 32 + 32 * i);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_and_si256(v, m4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    }
+    for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<false>(sc + 8 * s));
+    for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<false>(mn, c);
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q2_KUnpacked>(p, u); }
+  template <int J, int H>
+  static __m256i values(__m256i qs, __m256i) {
+    return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3));
+  }
+  // d x sum - dmin x (mins against the activations' sums per 16).
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i msum = pairs_dot_sums(u.offset, x, t, sb);
+    const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
+  }
+};
+
+struct Q3_KUnpacked {
+  static constexpr size_t kBlockBytes = 8 * 110;
+  static constexpr size_t kQs = 112, kHmask = 624;
+  static constexpr bool kHasHmask = true;
+  static constexpr int64_t kMinTokens = 2;  // below: group_tile_2bit_decode
+  static constexpr int kPieceLines = 4;
+  static constexpr int kScaleLines = 4;
+  static constexpr int kOffsets = 8;  // the scales, for the values' offset of 4
+  static constexpr int kOffsetShift = 2;
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    alignas(32) int8_t sc[128];
+    unpack_q3_k_scales(p, sc);
+    const auto* b = reinterpret_cast<const uint8_t*>(sc);
+    for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<true>(b + 8 * s));
+    for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<true>(b, c);
+    u.d = _mm256_cvtph_ps(load128(p));
+    u.dmin = _mm256_setzero_ps();
+  }
+  static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q3_KUnpacked>(p, u); }
+  // Element 128H + 32J + l: 2 bits of qs, bit 4H + J of hmask as 4.
+  template <int J, int H>
+  static __m256i values(__m256i qs, __m256i hm) {
+    constexpr int kBit = 4 * H + J;
+    __m256i high;
+    if constexpr (kBit >= 2) {
+      high = _mm256_srli_epi16(hm, kBit - 2);
+    } else {
+      high = _mm256_slli_epi16(hm, 2 - kBit);
+    }
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3)),
+                           _mm256_and_si256(high, _mm256_set1_epi8(4)));
+  }
+  // The values stand for q - 4: minus 4 x the scales against the activations' sums per 16.
+  static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), kOffsetShift));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
+  }
+};
+
+template <class K, int H>
+inline void unpack_2bit_half(const uint8_t* p, UnpackedSuperBlock& u) {
+#pragma GCC unroll 8
+  for (int mm = 0; mm < 8; ++mm) {
+    const __m256i qs = load256(p + K::kQs + 32 * (8 * H + mm));
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (K::kHasHmask) hm = load256(p + K::kHmask + 32 * mm);
+    auto store = [&](int j, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * (32 * H + 8 * j + mm)), v); };
+    store(0, K::template values<0, H>(qs, hm));
+    store(1, K::template values<1, H>(qs, hm));
+    store(2, K::template values<2, H>(qs, hm));
+    store(3, K::template values<3, H>(qs, hm));
+  }
+}
+template <class K>
+void unpack_2bit(const uint8_t* p, UnpackedSuperBlock& u) {
+  K::unpack_scales(p, u);
+  unpack_2bit_half<K, 0>(p, u);
+  unpack_2bit_half<K, 1>(p, u);
+}
 
 }  // namespace
 }  // namespace tokamak::kernels

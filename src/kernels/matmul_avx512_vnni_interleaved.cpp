@@ -487,7 +487,7 @@ void gemm_iq4_xs_pairs(const GemmArgs& a) {
   if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
 }
 
-// ---- Q4_K, Q5_K and Q6_K: two groups unpacked once per call ----
+// ---- K-quants: two groups unpacked once per call ----
 
 // One super-block of two groups, unpacked (UnpackedSuperBlock's values and
 // scales, the two groups side by side): line L holds elements 4L..4L+3 of
@@ -529,18 +529,13 @@ void unpack_pair(const uint8_t* p0, const uint8_t* p1, UnpackedPair& out) {
   pair_scales<K>(u0, u1, out);
 }
 
-// Q4_KUnpacked::finish and Q6_KUnpacked::finish for 16 row lanes: the same
-// integer offsets and float steps, lane for lane.
+// K::finish (the AVX2 unpacked kernels' float steps) for 16 row lanes: the
+// same integer offsets and float steps, lane for lane.
 template <class K>
 __m512 finish_pair(const UnpackedPair& u, __m512i isum, const ActRows& x, int64_t t, int64_t sb, __m512 acc) {
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb);  // int16 sums per 16 activations
   const __m512 dx = _mm512_set1_ps(x.d(t)[sb]);
-  if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
-    __m512i offset = _mm512_setzero_si512();
-    for (int c = 0; c < 8; ++c) offset = _mm512_add_epi32(offset, _mm512_madd_epi16(u.offset[c], broadcast4_16(bs, c)));
-    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(offset, 5));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(u.d, dx), acc);
-  } else {
+  if constexpr (std::is_same_v<K, Q4_KUnpacked> || std::is_same_v<K, Q5_KUnpacked>) {
     // Sums per 32 as int16 pairs: (s0, s1) (s2, s3) in dwords 0, 1, (s4, s5) (s6, s7) in 4, 5.
     const __m256i b = load256(bs);
     const __m512i xs = _mm512_castsi256_si512(_mm256_hadd_epi16(b, b));
@@ -551,6 +546,17 @@ __m512 finish_pair(const UnpackedPair& u, __m512i isum, const ActRows& x, int64_
     }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(u.d, dx), acc);
     return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(u.dmin, dx), acc);
+  } else {
+    // pairs_dot_sums: the offsets (Q2_K's mins, Q3_K's and Q6_K's scales) against the sums per 16.
+    __m512i offset = _mm512_setzero_si512();
+    for (int c = 0; c < 8; ++c) offset = _mm512_add_epi32(offset, _mm512_madd_epi16(u.offset[c], broadcast4_16(bs, c)));
+    if constexpr (std::is_same_v<K, Q2_KUnpacked>) {
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(u.d, dx), acc);
+      return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offset), _mm512_mul_ps(u.dmin, dx), acc);
+    } else {
+      const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(offset, K::kOffsetShift));
+      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(u.d, dx), acc);
+    }
   }
 }
 
@@ -686,6 +692,77 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t,
   _mm256_storeu_ps(y, acc);
 }
 
+// ---- Q2_K and Q3_K decode: two super-blocks per pass, straight from the packed lines ----
+//
+// The AVX2 group_tile_2bit_decode with super-blocks sb and sb + 1 of one
+// group in the halves (one stream): per sub-block of 16 each lane's exact
+// sum by vpdpbusd, times its row's scale (vpmulld), and each half's float
+// steps by K::finish, so a token alone is bitwise the token in a batch.
+
+// Element 128H + 32J + l of the 16 row lanes (Q2_KUnpacked / Q3_KUnpacked::values).
+template <class K, int J, int H>
+[[gnu::always_inline]] inline __m512i values_2bit(__m512i qs, __m512i hm) {
+  const __m512i low = _mm512_and_si512(_mm512_srli_epi16(qs, 2 * J), _mm512_set1_epi8(3));
+  if constexpr (!K::kHasHmask) {
+    return low;
+  } else {
+    constexpr int kBit = 4 * H + J;
+    const __m512i high = kBit >= 2 ? _mm512_srli_epi16(hm, kBit - 2) : _mm512_slli_epi16(hm, 2 - kBit);
+    return _mm512_or_si512(low, _mm512_and_si512(high, _mm512_set1_epi8(4)));
+  }
+}
+
+// Half H (128 elements) of both super-blocks: 8 lines, each giving 4
+// sub-blocks' values; the 8 sub-blocks' sums, scaled, into isum.
+template <class K, int H>
+[[gnu::always_inline]] inline __m512i half_2bit_pair(const uint8_t* p0, const uint8_t* p1, const __m512i* scale, const uint8_t* x0,
+                                                     const uint8_t* x1, __m512i isum) {
+  __m512i s[8];  // s[2j + mm / 4]: sub-block 8H + 2j + mm / 4
+  for (__m512i& v : s) v = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int mm = 0; mm < 8; ++mm) {
+    const size_t at = K::kQs + 32 * (8 * H + mm);
+    const __m512i qs = halves(load256(p0 + at), load256(p1 + at));
+    __m512i hm = _mm512_setzero_si512();
+    if constexpr (K::kHasHmask) hm = halves(load256(p0 + K::kHmask + 32 * mm), load256(p1 + K::kHmask + 32 * mm));
+    const uint8_t* a = x0 + 128 * H;
+    const uint8_t* b = x1 + 128 * H;
+    const int h = mm / 4;
+    s[h] = _mm512_dpbusd_epi32(s[h], values_2bit<K, 0, H>(qs, hm), broadcast4_two(a, b, mm));
+    s[2 + h] = _mm512_dpbusd_epi32(s[2 + h], values_2bit<K, 1, H>(qs, hm), broadcast4_two(a + 32, b + 32, mm));
+    s[4 + h] = _mm512_dpbusd_epi32(s[4 + h], values_2bit<K, 2, H>(qs, hm), broadcast4_two(a + 64, b + 64, mm));
+    s[6 + h] = _mm512_dpbusd_epi32(s[6 + h], values_2bit<K, 3, H>(qs, hm), broadcast4_two(a + 96, b + 96, mm));
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[i], scale[8 * H + i]));
+  return isum;
+}
+
+template <class K>
+void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, float* y) {
+  __m256 acc = _mm256_setzero_ps();
+  UnpackedSuperBlock u0, u1;  // scales only: q stays unused
+  for (int64_t sb = 0; sb < n_sb; sb += 2) {
+    const bool both = sb + 1 < n_sb;  // else the last super-block meets itself in the high half, unused
+    const uint8_t* p0 = g + static_cast<size_t>(sb) * K::kBlockBytes;
+    const uint8_t* p1 = both ? p0 + K::kBlockBytes : p0;
+    for (size_t line = 0; line < 2 * K::kBlockBytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + 4 * K::kBlockBytes + line), _MM_HINT_T0);
+    }
+    K::unpack_scales(p0, u0);
+    K::unpack_scales(p1, u1);
+    __m512i scale[16];
+    pair_scale_lines<K>(u0, u1, scale);
+    const uint8_t* x0 = x.qs(0) + 256 * sb;
+    const uint8_t* x1 = both ? x0 + 256 : x0;
+    __m512i isum = half_2bit_pair<K, 0>(p0, p1, scale, x0, x1, _mm512_setzero_si512());
+    isum = half_2bit_pair<K, 1>(p0, p1, scale, x0, x1, isum);
+    acc = K::finish(u0, low_half(isum), x, 0, sb, acc);
+    if (both) acc = K::finish(u1, high_half(isum), x, 0, sb + 1, acc);
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
 // Below K::kMinTokens tokens the groups are not unpacked (one token's pass
 // over a group costs about what unpacking it does): one token takes the
 // decode kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
@@ -693,7 +770,13 @@ template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
-    if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
+    if constexpr (std::is_same_v<K, Q2_KUnpacked> || std::is_same_v<K, Q3_KUnpacked>) {
+      if (a.n_tokens == 1) {
+        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+          group_decode_2bit<K>(g, a.k / 256, x, y);
+        });
+      }
+    } else if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
       if (a.n_tokens == 1) {
         return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
           k_group_decode<K>(g, a.k / 256, x, 0, y);
@@ -734,6 +817,8 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
     case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true};
     case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
     case DType::IQ4_XS: return {gemm_iq4_xs_pairs, ActFormat::kQ8_K, true};
+    case DType::Q2_K: return {gemm_k_pairs<Q2_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q3_K: return {gemm_k_pairs<Q3_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};
