@@ -281,14 +281,19 @@ struct Q2_KUnpacked {
   static constexpr int kPieceLines = 4;
   static constexpr int kScaleLines = 4;  // 16 elements per scale
   static constexpr int kOffsets = 8;     // the mins
-  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
-    alignas(32) uint8_t sc[128], mn[128];
+  static constexpr bool kSignedScales = false;
+  // Sub-block s's scale (sc) and min (off) of row r as bytes at 8s + r.
+  static void scale_bytes(const uint8_t* p, uint8_t* sc, uint8_t* off) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int i = 0; i < 4; ++i) {
       const __m256i v = load256(p + 32 + 32 * i);
       _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_and_si256(v, m4));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
     }
+  }
+  static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
+    alignas(32) uint8_t sc[128], mn[128];
+    scale_bytes(p, sc, mn);
     for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<false>(sc + 8 * s));
     for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<false>(mn, c);
     u.d = _mm256_cvtph_ps(load128(p));
@@ -317,6 +322,12 @@ struct Q3_KUnpacked {
   static constexpr int kScaleLines = 4;
   static constexpr int kOffsets = 8;  // the scales, for the values' offset of 4
   static constexpr int kOffsetShift = 2;
+  static constexpr bool kSignedScales = true;
+  // Sub-block s's scale - 32 of row r as int8 at 8s + r, in sc and in off.
+  static void scale_bytes(const uint8_t* p, uint8_t* sc, uint8_t* off) {
+    unpack_q3_k_scales(p, reinterpret_cast<int8_t*>(sc));
+    std::memcpy(off, sc, 128);
+  }
   static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
     alignas(32) int8_t sc[128];
     unpack_q3_k_scales(p, sc);

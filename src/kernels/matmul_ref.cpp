@@ -280,9 +280,7 @@ GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;
-      // Q2_K and Q3_K have no VNNI kernels and stay plain here: their AVX2
-      // decode kernels stream slower than the plain AVX-512 ones (25 against
-      // 28-35 GB/s, two threads).
+      // Types without VNNI kernels (F16, BF16) stay plain here.
       return {};
     // Without VNNI the AVX2 kernels over interleaved rows beat the plain
     // AVX-512 ones on the quantized types (Xeon, --isa avx512 vs avx2, pp128:
