@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/quants_blocks.h"
+#include "kernels/quants_impl.h"  // the IQ3 codebooks
 
 TOKAMAK_TARGET_REGION_AVX2
 
@@ -305,10 +306,77 @@ struct DecIQ4_XS {
   static __m256i chunk(const KPrep& k, int c) { return _mm256_shuffle_epi8(iq4nl_values(), nibbles(load128(k.p + 8 + 16 * c))); }
 };
 
+// v with byte e negated where bit e of `bits` is set.
+inline __m256i apply_signs(__m256i v, uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg);
+}
+// 8 scales (int16) of the 32-element groups in both 128-bit lanes.
+inline __m256i scales8(__m128i sc) { return _mm256_broadcastsi128_si256(sc); }
+
+// IQ3_S: per group of 32, 8 codebook entries (9-bit indices: a qs byte and a
+// qh bit), 32 sign bits and a 4-bit scale s standing for 1 + 2s. The grid
+// lookups are scalar loads (as ggml's AVX2 kernel; vpgatherdd is slower on
+// AMD cores).
+struct DecIQ3_S {
+  static constexpr int kBytes = 110, kSubBlock = 32, kOffset = 0;
+  static constexpr bool kSigned = true, kHasMin = false;
+  static KPrep prep(const uint8_t* p) {
+    const uint64_t s = _pdep_u64(load_u32(p + 106), 0x0F0F0F0F0F0F0F0Full);
+    const __m128i sc = _mm_add_epi16(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))), 1), _mm_set1_epi16(1));
+    return {p, scales8(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
+  }
+  static __m256i chunk(const KPrep& k, int c) {
+    const uint8_t* qs = k.p + 2;
+    const uint8_t* qh = k.p + 66;
+    auto entry = [&](int i) { return static_cast<int>(detail::kIQ3SGrid[detail::iq3s_index(qs, qh, c, i)]); };
+    const __m256i grid = _mm256_set_epi32(entry(7), entry(6), entry(5), entry(4), entry(3), entry(2), entry(1), entry(0));
+    return apply_signs(grid, load_u32(k.p + 74 + 4 * c));
+  }
+};
+// IQ3_XXS: per group of 32, 8 codebook entries (8-bit indices) and a word of
+// 4 x 7 sign bits (the 8th of each 8 by even parity) and a 4-bit scale s:
+// d (0.5 + s) / 2 = (d / 4)(2s + 1).
+struct DecIQ3_XXS {
+  static constexpr int kBytes = 98, kSubBlock = 32, kOffset = 0;
+  static constexpr bool kSigned = true, kHasMin = false;
+  static KPrep prep(const uint8_t* p) {
+    const __m256i s = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(load256(p + 66), 28), 1), _mm256_set1_epi32(1));
+    const __m128i sc = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return {p, scales8(sc), _mm256_setzero_si256(), fp16(load_u16(p)) * 0.25f, 0.0f};
+  }
+  static __m256i chunk(const KPrep& k, int c) {
+    const uint8_t* qs = k.p + 2 + 8 * c;
+    auto entry = [&](int i) { return static_cast<int>(detail::kIQ3XXSGrid[qs[i]]); };
+    const __m256i grid = _mm256_set_epi32(entry(7), entry(6), entry(5), entry(4), entry(3), entry(2), entry(1), entry(0));
+    // The 4 sign bytes: 7 bits each, the 8th the parity of the 7 (folded per byte).
+    const uint32_t b = _pdep_u32(load_u32(k.p + 66 + 4 * c), 0x7F7F7F7Fu);
+    uint32_t parity = b ^ (b >> 4);
+    parity ^= parity >> 2;
+    parity ^= parity >> 1;
+    return apply_signs(grid, b | (parity & 0x01010101u) << 7);
+  }
+};
+// TQ2_0: Q2_K's 2-bit layout without scales; the value is q - 1.
+struct DecTQ2_0 {
+  static constexpr int kBytes = 66, kSubBlock = 32, kOffset = 1;
+  static constexpr bool kSigned = false, kHasMin = false;
+  static KPrep prep(const uint8_t* p) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    return {p, ones, ones, fp16(load_u16(p + 64)), 0.0f};
+  }
+  static __m256i chunk(const KPrep& k, int c) {
+    return _mm256_and_si256(_mm256_srli_epi16(load256(k.p + 32 * (c / 4)), 2 * (c % 4)), _mm256_set1_epi8(3));
+  }
+};
+
 template <class Dec, int R, int T>
 void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y, int64_t ldy) {
-  static_assert(Dec::kOffset == 0 || Dec::kOffset == 4 || Dec::kOffset == 32);
-  constexpr int kOffsetShift = Dec::kOffset == 4 ? 2 : 5;
+  static_assert(Dec::kOffset == 0 || Dec::kOffset == 1 || Dec::kOffset == 4 || Dec::kOffset == 32);
+  constexpr int kOffsetShift = Dec::kOffset == 4 ? 2 : Dec::kOffset == 32 ? 5 : 0;
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -480,6 +548,9 @@ GemmKernel gemm_kernel_avx2(DType t) {
     case DType::Q5_K: return {gemm_k<DecQ5_K>, F::kQ8_K};
     case DType::Q6_K: return {gemm_k<DecQ6_K>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XS>, F::kQ8_K};
+    case DType::IQ3_XXS: return {gemm_k<DecIQ3_XXS>, F::kQ8_K};
+    case DType::IQ3_S: return {gemm_k<DecIQ3_S>, F::kQ8_K};
+    case DType::TQ2_0: return {gemm_k<DecTQ2_0>, F::kQ8_K};
     default: return {};
   }
 }

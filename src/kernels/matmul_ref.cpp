@@ -153,6 +153,39 @@ void unpack(const BlockIQ4_XS& b, UnpackedK& u) {
   u.d = fp16_to_fp32(b.d);
 }
 
+// IQ3_XXS: db = d (0.5 + s) / 2 = (d / 4) (2s + 1), an integer scale.
+void unpack(const BlockIQ3_XXS& b, UnpackedK& u) {
+  for (int g = 0; g < 8; ++g) {
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + 64 + 4 * g, sizeof(aux));
+    u.sc[2 * g] = u.sc[2 * g + 1] = static_cast<int16_t>(2 * (aux >> 28) + 1);
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t signs = detail::even_parity_signs((aux >> (7 * l)) & 127);
+      for (int j = 0; j < 8; ++j) {
+        const int v = detail::grid_byte(detail::kIQ3XXSGrid[b.qs[8 * g + 2 * l + j / 4]], j % 4);
+        u.q[32 * g + 8 * l + j] = static_cast<int8_t>((signs >> j) & 1 ? -v : v);
+      }
+    }
+  }
+  u.d = fp16_to_fp32(b.d) * 0.25f;
+}
+void unpack(const BlockIQ3_S& b, UnpackedK& u) {
+  for (int g = 0; g < 8; ++g) {
+    u.sc[2 * g] = u.sc[2 * g + 1] = static_cast<int16_t>(1 + 2 * ((b.scales[g / 2] >> (4 * (g % 2))) & 15));
+    for (int e = 0; e < 32; ++e) {
+      const int v = detail::grid_byte(detail::kIQ3SGrid[detail::iq3s_index(b.qs, b.qh, g, e / 4)], e % 4);
+      u.q[32 * g + e] = static_cast<int8_t>((b.signs[4 * g + e / 8] >> (e % 8)) & 1 ? -v : v);
+    }
+  }
+  u.d = fp16_to_fp32(b.d);
+}
+// TQ2_0: x = d (q - 1), q laid out as Q2_K's.
+void unpack(const BlockTQ2_0& b, UnpackedK& u) {
+  for (int e = 0; e < 256; ++e) u.q[e] = static_cast<int8_t>(detail::unpack_2bit(b.qs, e) - 1);
+  for (int16_t& s : u.sc) s = 1;
+  u.d = fp16_to_fp32(b.d);
+}
+
 template <class Block, bool kHasMin>
 float dot_k(const std::byte* w, const std::byte* act, int64_t k) {
   const ActLayout l = act_layout(ActFormat::kQ8_K, k);
@@ -241,11 +274,11 @@ GemmKernel gemm_kernel_scalar(DType t) {
     case DType::Q5_K: return {gemm<dot_k<BlockQ5_K, true>>, F::kQ8_K};
     case DType::Q6_K: return {gemm<dot_k<BlockQ6_K, false>>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm<dot_k<BlockIQ4_XS, false>>, F::kQ8_K};
+    case DType::IQ3_XXS: return {gemm<dot_k<BlockIQ3_XXS, false>>, F::kQ8_K};
+    case DType::IQ3_S: return {gemm<dot_k<BlockIQ3_S, false>>, F::kQ8_K};
+    case DType::TQ2_0: return {gemm<dot_k<BlockTQ2_0, false>>, F::kQ8_K};
     case DType::Q8_K:
-    case DType::IQ3_XXS:
-    case DType::IQ3_S:
-    case DType::TQ1_0:
-    case DType::TQ2_0: return {gemm_f32_reference, F::kF32};
+    case DType::TQ1_0: return {gemm_f32_reference, F::kF32};
     default: return {};
   }
 }

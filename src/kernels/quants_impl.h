@@ -3,6 +3,8 @@
 // takes a count of whole blocks (nb); the public functions check n.
 #pragma once
 
+#include <bit>
+
 #include <cstdint>
 #include <cstring>
 
@@ -112,5 +114,17 @@ void dequant_tq2_0(const void* src, float* dst, int64_t nb);
 // magnitudes, one per byte, element 0 in the lowest byte.
 extern const uint32_t kIQ3XXSGrid[256];
 extern const uint32_t kIQ3SGrid[512];
+
+// Byte k (0..3) of a codebook entry.
+inline int grid_byte(uint32_t entry, int k) { return static_cast<int>((entry >> (8 * k)) & 0xff); }
+
+// IQ2/IQ3 sign codes: 7 stored sign bits, the 8th implied so that the number
+// of negative values in a group of 8 is even (ggml's ksigns_iq2xs table).
+inline uint8_t even_parity_signs(uint32_t seven_bits) {
+  return static_cast<uint8_t>(seven_bits | (std::popcount(seven_bits) & 1u) << 7);
+}
+
+// The 9-bit grid index of IQ3_S's entry k (0..7) of group g.
+inline int iq3s_index(const uint8_t* qs, const uint8_t* qh, int g, int k) { return qs[8 * g + k] | ((qh[g] >> k) & 1) << 8; }
 
 }  // namespace tokamak::kernels::detail

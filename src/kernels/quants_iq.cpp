@@ -9,15 +9,6 @@
 namespace tokamak::kernels::detail {
 namespace {
 
-// IQ2/IQ3 sign codes: 7 stored sign bits, the 8th implied so that the number
-// of negative values in a group of 8 is even (ggml's ksigns_iq2xs table).
-inline uint8_t even_parity_signs(uint32_t seven_bits) {
-  return static_cast<uint8_t>(seven_bits | (std::popcount(seven_bits) & 1u) << 7);
-}
-
-// Byte k (0..3) of a codebook entry.
-inline int grid_byte(uint32_t entry, int k) { return static_cast<int>((entry >> (8 * k)) & 0xff); }
-
 // A magnitude times the block scale, negated when its sign bit is set (ggml
 // multiplies by -1.f or 1.f, which is exactly this).
 inline float signed_value(float db, int magnitude, uint8_t signs, int bit) {
@@ -89,7 +80,7 @@ void dequant_iq3_s(const void* src, float* dst, int64_t nb) {
         const uint8_t signs = b.signs[4 * g + l];
         for (int half = 0; half < 2; ++half) {
           const int k = 2 * l + half;
-          const uint32_t entry = kIQ3SGrid[b.qs[8 * g + k] | ((b.qh[g] >> k) & 1) << 8];
+          const uint32_t entry = kIQ3SGrid[iq3s_index(b.qs, b.qh, g, k)];
           for (int j = 0; j < 4; ++j) dst[4 * half + j] = signed_value(db, grid_byte(entry, j), signs, 4 * half + j);
         }
       }

@@ -33,9 +33,9 @@ namespace {
 
 using tokamak::testing::make_activations;
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                        DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,  DType::Q5_0,
+                        DType::Q5_1, DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,  DType::Q5_K,
+                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ2_0};
 
 int64_t block_size(DType t) { return dtype_traits(t).block_size; }
 
@@ -116,6 +116,26 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
       case DType::Q6_K:
         for (size_t i = 192; i < 208; ++i) p[i] = static_cast<std::byte>(static_cast<int8_t>(byte(rng) % 33 - 16));
         put_u16(p + 208, d);
+        break;
+      case DType::IQ3_XXS:  // magnitudes up to 62: scale 0 (x1) keeps exact sums below 2^24
+        put_u16(p, d);
+        if (exact) {
+          for (size_t g = 0; g < 8; ++g) mask(66 + 4 * g + 3, 1, 0x0F);  // each group's top 4 bits
+        }
+        break;
+      case DType::IQ3_S:
+        put_u16(p, d);
+        if (exact) mask(106, 4, 0x00);  // scales 1
+        break;
+      case DType::TQ2_0:
+        for (size_t i = 0; i < 64; ++i) {  // q in 0..2: 3 (unused by the format) becomes 2
+          uint8_t v = static_cast<uint8_t>(p[i]);
+          for (int j = 0; j < 4; ++j) {
+            if (((v >> (2 * j)) & 3) == 3) v = static_cast<uint8_t>(v & ~(1u << (2 * j)));
+          }
+          p[i] = static_cast<std::byte>(v);
+        }
+        put_u16(p + 64, d);
         break;
       default: ADD_FAILURE() << "no weight maker for " << dtype_name(t);
     }
@@ -227,7 +247,7 @@ TEST(MatmulScalar, EqualsTheExactDotOfTheDequantizedOperands) {
 }
 
 TEST(MatmulScalar, TypesWithoutPartnerFormatUseF32Activations) {
-  for (DType t : {DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0, DType::TQ2_0}) {
+  for (DType t : {DType::TQ1_0, DType::Q8_K}) {
     const GemmKernel kern = gemm_kernel_scalar(t);
     EXPECT_EQ(kern.fn, gemm_f32_reference) << dtype_name(t);
     EXPECT_EQ(kern.act, ActFormat::kF32);
