@@ -373,6 +373,51 @@ struct DecTQ2_0 {
   }
 };
 
+// Digit n of each byte's base-3 code (detail::ternary_digit), pow = 3^n per
+// 16-bit lane: AVX2 has no byte multiply, so the low and high bytes of each
+// 16-bit lane are multiplied (mod 256) and read out (x 3 >> 8) apart.
+inline __m256i ternary_digits(__m256i q, __m256i pow) {
+  const __m256i low = _mm256_set1_epi16(0x00FF);
+  const __m256i lo = _mm256_and_si256(_mm256_mullo_epi16(q, pow), low);      // (q_lo 3^n mod 256)
+  const __m256i hi = _mm256_mullo_epi16(_mm256_andnot_si256(low, q), pow);   // (q_hi 3^n mod 256) << 8
+  return _mm256_or_si256(_mm256_mulhi_epu16(lo, _mm256_set1_epi16(3 << 8)),
+                         _mm256_slli_epi16(_mm256_mulhi_epu16(hi, _mm256_set1_epi16(3)), 8));
+}
+template <int N>
+inline __m256i ternary_digits(__m256i q) {
+  constexpr short kPow3[5] = {1, 3, 9, 27, 81};
+  return ternary_digits(q, _mm256_set1_epi16(kPow3[N]));
+}
+// TQ1_0: elements 32n + m (n < 5) are digit n of qs[m] (m < 32); 160 + 16n +
+// m digit n of qs[32 + m] (m < 16); 240 + 4n + m digit n of qh[m]. The value
+// is the digit - 1.
+struct DecTQ1_0 {
+  static constexpr int kBytes = 54, kSubBlock = 32, kOffset = 1;
+  static constexpr bool kSigned = false, kHasMin = false;
+  static KPrep prep(const uint8_t* p) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    return {p, ones, ones, fp16(load_u16(p + 52)), 0.0f};
+  }
+  static __m256i chunk(const KPrep& k, int c) {
+    if (c < 5) {
+      switch (c) {
+        case 0: return ternary_digits<0>(load256(k.p));
+        case 1: return ternary_digits<1>(load256(k.p));
+        case 2: return ternary_digits<2>(load256(k.p));
+        case 3: return ternary_digits<3>(load256(k.p));
+        default: return ternary_digits<4>(load256(k.p));
+      }
+    }
+    const __m256i tail = _mm256_broadcastsi128_si256(load128(k.p + 32));
+    if (c == 5) return _mm256_blend_epi32(ternary_digits<0>(tail), ternary_digits<1>(tail), 0xF0);
+    if (c == 6) return _mm256_blend_epi32(ternary_digits<2>(tail), ternary_digits<3>(tail), 0xF0);
+    // Elements 240 + 4n + m: dword n of qh's 4 bytes repeated, times 3^n.
+    const __m256i qh = _mm256_set1_epi32(static_cast<int>(load_u32(k.p + 48)));
+    const __m256i qh_digits = ternary_digits(qh, _mm256_set_epi16(27, 27, 9, 9, 3, 3, 1, 1, 27, 27, 9, 9, 3, 3, 1, 1));
+    return _mm256_blend_epi32(ternary_digits<4>(tail), qh_digits, 0xF0);
+  }
+};
+
 template <class Dec, int R, int T>
 void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y, int64_t ldy) {
   static_assert(Dec::kOffset == 0 || Dec::kOffset == 1 || Dec::kOffset == 4 || Dec::kOffset == 32);
@@ -550,6 +595,7 @@ GemmKernel gemm_kernel_avx2(DType t) {
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XS>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm_k<DecIQ3_XXS>, F::kQ8_K};
     case DType::IQ3_S: return {gemm_k<DecIQ3_S>, F::kQ8_K};
+    case DType::TQ1_0: return {gemm_k<DecTQ1_0>, F::kQ8_K};
     case DType::TQ2_0: return {gemm_k<DecTQ2_0>, F::kQ8_K};
     default: return {};
   }

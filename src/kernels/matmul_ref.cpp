@@ -179,6 +179,21 @@ void unpack(const BlockIQ3_S& b, UnpackedK& u) {
   }
   u.d = fp16_to_fp32(b.d);
 }
+// TQ1_0: x = d (digit - 1); element order as dequant_tq1_0's.
+void unpack(const BlockTQ1_0& b, UnpackedK& u) {
+  int e = 0;
+  for (int n = 0; n < 5; ++n) {
+    for (int m = 0; m < 32; ++m) u.q[e++] = static_cast<int8_t>(detail::ternary_digit(b.qs[m], n) - 1);
+  }
+  for (int n = 0; n < 5; ++n) {
+    for (int m = 32; m < 48; ++m) u.q[e++] = static_cast<int8_t>(detail::ternary_digit(b.qs[m], n) - 1);
+  }
+  for (int n = 0; n < 4; ++n) {
+    for (int m = 0; m < 4; ++m) u.q[e++] = static_cast<int8_t>(detail::ternary_digit(b.qh[m], n) - 1);
+  }
+  for (int16_t& s : u.sc) s = 1;
+  u.d = fp16_to_fp32(b.d);
+}
 // TQ2_0: x = d (q - 1), q laid out as Q2_K's.
 void unpack(const BlockTQ2_0& b, UnpackedK& u) {
   for (int e = 0; e < 256; ++e) u.q[e] = static_cast<int8_t>(detail::unpack_2bit(b.qs, e) - 1);
@@ -276,9 +291,9 @@ GemmKernel gemm_kernel_scalar(DType t) {
     case DType::IQ4_XS: return {gemm<dot_k<BlockIQ4_XS, false>>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm<dot_k<BlockIQ3_XXS, false>>, F::kQ8_K};
     case DType::IQ3_S: return {gemm<dot_k<BlockIQ3_S, false>>, F::kQ8_K};
+    case DType::TQ1_0: return {gemm<dot_k<BlockTQ1_0, false>>, F::kQ8_K};
     case DType::TQ2_0: return {gemm<dot_k<BlockTQ2_0, false>>, F::kQ8_K};
-    case DType::Q8_K:
-    case DType::TQ1_0: return {gemm_f32_reference, F::kF32};
+    case DType::Q8_K: return {gemm_f32_reference, F::kF32};
     default: return {};
   }
 }

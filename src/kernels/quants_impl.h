@@ -124,6 +124,15 @@ inline uint8_t even_parity_signs(uint32_t seven_bits) {
   return static_cast<uint8_t>(seven_bits | (std::popcount(seven_bits) & 1u) << 7);
 }
 
+// Digit n (0..2) of a TQ1_0 byte: ggml stores a byte q ~ 256 * t / 243 (t a
+// base-3 number of 5 digits), so multiplying q by 3^n (mod 256) moves digit n
+// to the top and (q * 3) >> 8 reads it out.
+inline int ternary_digit(uint8_t q, int n) {
+  constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto shifted = static_cast<uint8_t>(q * kPow3[n]);
+  return (shifted * 3) >> 8;
+}
+
 // The 9-bit grid index of IQ3_S's entry k (0..7) of group g.
 inline int iq3s_index(const uint8_t* qs, const uint8_t* qh, int g, int k) { return qs[8 * g + k] | ((qh[g] >> k) & 1) << 8; }
 

@@ -16,15 +16,8 @@ inline float signed_value(float db, int magnitude, uint8_t signs, int bit) {
   return (signs >> bit) & 1 ? -v : v;
 }
 
-// One ternary digit: ggml stores a byte q ~ 256 * t / 243 (t a base-3 number of
-// 5 digits), so multiplying q by 3^n (mod 256) moves digit n to the top and
-// (q * 3) >> 8 reads it out.
-inline float trit(uint8_t q, int n, float d) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  const auto shifted = static_cast<uint8_t>(q * kPow3[n]);
-  const int t = (shifted * 3) >> 8;
-  return static_cast<float>(t - 1) * d;
-}
+// One ternary element: digit n (ternary_digit) minus 1, times d.
+inline float trit(uint8_t q, int n, float d) { return static_cast<float>(ternary_digit(q, n) - 1) * d; }
 
 }  // namespace
 

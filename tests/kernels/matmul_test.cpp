@@ -35,7 +35,7 @@ using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,  DType::Q5_0,
                         DType::Q5_1, DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,  DType::Q5_K,
-                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ2_0};
+                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0, DType::TQ2_0};
 
 int64_t block_size(DType t) { return dtype_traits(t).block_size; }
 
@@ -126,6 +126,9 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
       case DType::IQ3_S:
         put_u16(p, d);
         if (exact) mask(106, 4, 0x00);  // scales 1
+        break;
+      case DType::TQ1_0:  // any byte is a valid code
+        put_u16(p + 52, d);
         break;
       case DType::TQ2_0:
         for (size_t i = 0; i < 64; ++i) {  // q in 0..2: 3 (unused by the format) becomes 2
@@ -247,7 +250,7 @@ TEST(MatmulScalar, EqualsTheExactDotOfTheDequantizedOperands) {
 }
 
 TEST(MatmulScalar, TypesWithoutPartnerFormatUseF32Activations) {
-  for (DType t : {DType::TQ1_0, DType::Q8_K}) {
+  for (DType t : {DType::Q8_K}) {
     const GemmKernel kern = gemm_kernel_scalar(t);
     EXPECT_EQ(kern.fn, gemm_f32_reference) << dtype_name(t);
     EXPECT_EQ(kern.act, ActFormat::kF32);
