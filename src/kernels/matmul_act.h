@@ -1,10 +1,11 @@
 // Activation formats of the matmul kernels: what a row of activations is
 // turned into before it meets the rows of one weight type.
 //
-// The choice (see partner_format in matmul_kernels.h) follows llama.cpp's CPU
+// The choice (GemmKernel::act, matmul_kernels.h) follows llama.cpp's CPU
 // backend, the engine our reference logits come from: F16 weights meet
 // activations rounded to fp16, BF16 ones activations rounded to bf16, the
-// 32-element formats meet Q8_0 activations and the K-quants Q8_K ones. Where
+// 32-element formats meet Q8_0 activations and the K-quants (and IQ4_XS,
+// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0) Q8_K ones. Where
 // the weights are integers (the quantized formats), an integer dot product is
 // then the fast way: 64 multiply-adds per AVX-512 VNNI instruction instead of
 // 16, and a quarter of the activation bytes. The cost is fidelity: activations

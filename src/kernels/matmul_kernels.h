@@ -44,10 +44,10 @@ struct GemmKernel {
   bool interleaved = false;
 };
 
-// Per-variant tables. The scalar one covers every dequantizable type (types
-// without a partner format go through dot_row_ref on f32 activations); the
-// others may leave a type out, and gemm_kernel then falls back to the next
-// lower variant.
+// Per-variant tables. The scalar one covers every dequantizable type (Q8_K,
+// an activation format no model stores weights in, goes through dot_row_ref
+// on f32 activations); the others may leave a type out, and gemm_kernel then
+// falls back to the next lower variant.
 GemmKernel gemm_kernel_scalar(DType t);
 GemmKernel gemm_kernel_avx2(DType t);
 GemmKernel gemm_kernel_avx512(DType t);
