@@ -12,9 +12,11 @@
 // inline function shared with other files gets compiled for AVX2 here.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/quants_blocks.h"
 #include "kernels/quants_impl.h"  // the IQ3 codebooks
@@ -231,6 +233,7 @@ inline __m256i high_bits(__m256i qh, int j, char value) {
 struct DecQ2_K {
   static constexpr int kBytes = 84, kSubBlock = 16, kOffset = 0;
   static constexpr bool kSigned = false, kHasMin = true;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const __m256i v = _mm256_cvtepu8_epi16(load128(p));
     return {p, _mm256_and_si256(v, _mm256_set1_epi16(15)), _mm256_srli_epi16(v, 4), fp16(load_u16(p + 80)), fp16(load_u16(p + 82))};
@@ -242,6 +245,7 @@ struct DecQ2_K {
 struct DecQ3_K {
   static constexpr int kBytes = 110, kSubBlock = 16, kOffset = 4;
   static constexpr bool kSigned = false, kHasMin = false;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const uint32_t a = load_u32(p + 96), b = load_u32(p + 100), c = load_u32(p + 104);
     const uint32_t v0 = (a & 0x0F0F0F0Fu) | (c & 0x03030303u) << 4;
@@ -261,6 +265,7 @@ struct DecQ3_K {
 struct DecQ4_K {
   static constexpr int kBytes = 144, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = false, kHasMin = true;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) { return prep_k45(p); }
   static __m256i chunk(const KPrep& k, int c) {
     const __m256i qs = load256(k.p + 16 + 32 * (c / 2));
@@ -270,6 +275,7 @@ struct DecQ4_K {
 struct DecQ5_K {
   static constexpr int kBytes = 176, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = false, kHasMin = true;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) { return prep_k45(p); }
   static __m256i chunk(const KPrep& k, int c) {
     const __m256i qs = load256(k.p + 48 + 32 * (c / 2));
@@ -280,6 +286,7 @@ struct DecQ5_K {
 struct DecQ6_K {
   static constexpr int kBytes = 210, kSubBlock = 16, kOffset = 32;
   static constexpr bool kSigned = false, kHasMin = false;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const __m256i sc = _mm256_cvtepi8_epi16(load128(p + 192));
     return {p, sc, sc, fp16(load_u16(p + 208)), 0.0f};
@@ -297,6 +304,7 @@ struct DecQ6_K {
 struct DecIQ4_XS {
   static constexpr int kBytes = 136, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const uint64_t lo = _pdep_u64(load_u32(p + 4), 0x0F0F0F0F0F0F0F0Full);
     const uint64_t hi = _pdep_u64(load_u16(p + 2), 0x3030303030303030ull);
@@ -324,6 +332,7 @@ inline __m256i scales8(__m128i sc) { return _mm256_broadcastsi128_si256(sc); }
 struct DecIQ3_S {
   static constexpr int kBytes = 110, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr bool kPredecode = true;
   static KPrep prep(const uint8_t* p) {
     const uint64_t s = _pdep_u64(load_u32(p + 106), 0x0F0F0F0F0F0F0F0Full);
     const __m128i sc = _mm_add_epi16(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))), 1), _mm_set1_epi16(1));
@@ -343,6 +352,7 @@ struct DecIQ3_S {
 struct DecIQ3_XXS {
   static constexpr int kBytes = 98, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr bool kPredecode = true;
   static KPrep prep(const uint8_t* p) {
     const __m256i s = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(load256(p + 66), 28), 1), _mm256_set1_epi32(1));
     const __m128i sc = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -364,6 +374,7 @@ struct DecIQ3_XXS {
 struct DecTQ2_0 {
   static constexpr int kBytes = 66, kSubBlock = 32, kOffset = 1;
   static constexpr bool kSigned = false, kHasMin = false;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const __m256i ones = _mm256_set1_epi16(1);
     return {p, ones, ones, fp16(load_u16(p + 64)), 0.0f};
@@ -394,6 +405,7 @@ inline __m256i ternary_digits(__m256i q) {
 struct DecTQ1_0 {
   static constexpr int kBytes = 54, kSubBlock = 32, kOffset = 1;
   static constexpr bool kSigned = false, kHasMin = false;
+  static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     const __m256i ones = _mm256_set1_epi16(1);
     return {p, ones, ones, fp16(load_u16(p + 52)), 0.0f};
@@ -482,14 +494,73 @@ struct TileK {
   }
 };
 
+// Rows decoded once for a prompt (gemm_k_predecoded): per super-block the
+// 256 signed values, the 8 int16 scales of the 32-element groups and d.
+struct DecI8 {
+  static constexpr int kBytes = 288, kSubBlock = 32, kOffset = 0;
+  static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr bool kPredecode = false;
+  static KPrep prep(const uint8_t* p) {
+    float d;
+    std::memcpy(&d, p + 272, sizeof(d));
+    return {p, scales8(load128(p + 256)), _mm256_setzero_si256(), d, 0.0f};
+  }
+  static __m256i chunk(const KPrep& k, int c) { return load256(k.p + 32 * c); }
+};
+
 template <class Dec>
-void gemm_k(const GemmArgs& a) {
+void gemm_k_tiles(const GemmArgs& a) {
   const TileK<Dec> tile{a, act_layout(ActFormat::kQ8_K, a.k)};
   if (a.n_tokens == 1) {
     for_each_tile<2, 1>(a, tile);
   } else {
     for_each_tile<2, 2>(a, tile);
   }
+}
+
+// The codebook and ternary formats take ~30 instructions to decode 32
+// values (scalar codebook loads, sign or digit extraction), which a 2x2 tile
+// repeats for every pair of tokens: for prompts each pair of rows is decoded
+// once into DecI8 super-blocks (in L1: 2 x 8 x 288 bytes for k = 2048) and
+// every token tile reads those. Same values, scales and d, so the same sums
+// and float steps as the direct tiles: a token's results do not depend on
+// its batch.
+template <class Dec>
+void gemm_k_predecoded(const GemmArgs& a) {
+  static_assert(Dec::kSigned && Dec::kSubBlock == 32 && Dec::kOffset == 0 && !Dec::kHasMin, "DecI8 holds signed values and 8 scales");
+  const int64_t n_sb = a.k / 256;
+  const size_t row_bytes = static_cast<size_t>(n_sb) * DecI8::kBytes;
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(2 * row_bytes);
+  uint8_t* rows = buffer.data();
+  const auto* w = reinterpret_cast<const uint8_t*>(a.w);
+  for (int64_t r0 = 0; r0 < a.n_rows; r0 += 2) {
+    const int64_t n = std::min<int64_t>(2, a.n_rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t sb = 0; sb < n_sb; ++sb) {
+        const KPrep k = Dec::prep(w + static_cast<size_t>(r0 + r) * a.w_stride + sb * Dec::kBytes);
+        uint8_t* out = rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(sb) * DecI8::kBytes;
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * c), Dec::chunk(k, c));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 256), _mm256_castsi256_si128(k.sc));
+        std::memcpy(out + 272, &k.d, sizeof(k.d));
+      }
+    }
+    GemmArgs b = a;
+    b.w = reinterpret_cast<const std::byte*>(rows);
+    b.w_stride = row_bytes;
+    b.n_rows = n;
+    b.y = a.y + r0;
+    gemm_k_tiles<DecI8>(b);
+  }
+}
+
+template <class Dec>
+void gemm_k(const GemmArgs& a) {
+  if constexpr (Dec::kPredecode) {
+    if (a.n_tokens >= 3) return gemm_k_predecoded<Dec>(a);
+  }
+  gemm_k_tiles<Dec>(a);
 }
 
 // ======================= float formats x f32 =======================
