@@ -370,15 +370,18 @@ struct DecIQ3_XXS {
     return apply_signs(grid, b | (parity & 0x01010101u) << 7);
   }
 };
+// The ternary formats: no sub-block scales, the offset of 1 against every
+// activation (mn all ones), the fp16 d at d_at.
+inline KPrep ternary_prep(const uint8_t* p, size_t d_at) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  return {p, ones, ones, fp16(load_u16(p + d_at)), 0.0f};
+}
 // TQ2_0: Q2_K's 2-bit layout without scales; the value is q - 1.
 struct DecTQ2_0 {
   static constexpr int kBytes = 66, kSubBlock = 32, kOffset = 1;
   static constexpr bool kSigned = false, kHasMin = false;
   static constexpr bool kPredecode = false;
-  static KPrep prep(const uint8_t* p) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    return {p, ones, ones, fp16(load_u16(p + 64)), 0.0f};
-  }
+  static KPrep prep(const uint8_t* p) { return ternary_prep(p, 64); }
   static __m256i chunk(const KPrep& k, int c) {
     return _mm256_and_si256(_mm256_srli_epi16(load256(k.p + 32 * (c / 4)), 2 * (c % 4)), _mm256_set1_epi8(3));
   }
@@ -406,10 +409,7 @@ struct DecTQ1_0 {
   static constexpr int kBytes = 54, kSubBlock = 32, kOffset = 1;
   static constexpr bool kSigned = false, kHasMin = false;
   static constexpr bool kPredecode = false;
-  static KPrep prep(const uint8_t* p) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    return {p, ones, ones, fp16(load_u16(p + 52)), 0.0f};
-  }
+  static KPrep prep(const uint8_t* p) { return ternary_prep(p, 52); }
   static __m256i chunk(const KPrep& k, int c) {
     if (c < 5) {
       switch (c) {

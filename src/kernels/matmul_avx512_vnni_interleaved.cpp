@@ -23,6 +23,7 @@
 #if TOKAMAK_HAVE_X86_SIMD
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>  // std::is_same_v
@@ -326,6 +327,23 @@ void gemm_groups_decode(const GemmArgs& a, ActFormat act, Decode decode) {
   if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
 }
 
+// Prompts read straight from the lines: for each pair of groups (16 rows),
+// tile(g, group_bytes, x, t, n, y) for tokens [t, t + n), n = kTokens but
+// for the last n_tokens % kTokens; then the rows after the last pair on the
+// AVX2 kernel.
+template <class Tile>
+void for_each_pair_tile(const GemmArgs& a, ActFormat act, Tile tile) {
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(act, a.k)};
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
+    float* y = a.y + 2 * p * kInterleaveRows;
+    for (int64_t t = 0; t < a.n_tokens; t += kTokens) tile(g, group_bytes, x, t, std::min<int64_t>(kTokens, a.n_tokens - t), y);
+  }
+  if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
+}
+
 // Batches: per byte of weights half the instructions of the AVX2 kernels.
 template <class F>
 void gemm_pairs_32(const GemmArgs& a) {
@@ -333,18 +351,10 @@ void gemm_pairs_32(const GemmArgs& a) {
     return gemm_groups_decode(a, ActFormat::kQ8_0,
                               [&](const uint8_t* g, const ActRows& x, float* y) { group_decode_32<F>(g, a.k / 32, x, y); });
   }
-  const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
-  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_0, a.k)};
-  const size_t group_bytes = kInterleaveRows * a.w_stride;
-  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
-    float* y = a.y + 2 * p * kInterleaveRows;
-    int64_t t = 0;
-    for (; t + kTokens <= a.n_tokens; t += kTokens) pair_tile_32<F, kTokens>(g, group_bytes, a.k / 32, x, t, y, a.ldy);
-    pair_rest_32<F, kTokens - 1>(g, group_bytes, a.k / 32, x, t, a.n_tokens - t, y, a.ldy);
-  }
-  if (2 * pairs * kInterleaveRows < a.n_rows) avx2(rows_from(a, 2 * pairs * kInterleaveRows));
+  for_each_pair_tile(a, ActFormat::kQ8_0, [&](const uint8_t* g, size_t group_bytes, const ActRows& x, int64_t t, int64_t n, float* y) {
+    if (n == kTokens) return pair_tile_32<F, kTokens>(g, group_bytes, a.k / 32, x, t, y, a.ldy);
+    pair_rest_32<F, kTokens - 1>(g, group_bytes, a.k / 32, x, t, n, y, a.ldy);
+  });
 }
 
 // ---- IQ4_XS: two super-blocks side by side, read straight from the lines ----
@@ -481,17 +491,10 @@ void gemm_iq4_xs_pairs(const GemmArgs& a) {
     return gemm_groups_decode(a, ActFormat::kQ8_K,
                               [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode(g, n_sb, x, y); });
   }
-  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(ActFormat::kQ8_K, a.k)};
-  const size_t group_bytes = kInterleaveRows * a.w_stride;
-  const int64_t pairs = a.n_rows / (2 * kInterleaveRows);
-  for (int64_t p = 0; p < pairs; ++p) {
-    const uint8_t* g = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(2 * p) * group_bytes;
-    float* y = a.y + 2 * p * kInterleaveRows;
-    int64_t t = 0;
-    for (; t + kTokens <= a.n_tokens; t += kTokens) iq4_xs_pair_tile<kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
-    iq4_xs_pair_rest<kTokens - 1>(g, group_bytes, n_sb, x, t, a.n_tokens - t, y, a.ldy);
-  }
-  if (2 * pairs * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, 2 * pairs * kInterleaveRows));
+  for_each_pair_tile(a, ActFormat::kQ8_K, [&](const uint8_t* g, size_t group_bytes, const ActRows& x, int64_t t, int64_t n, float* y) {
+    if (n == kTokens) return iq4_xs_pair_tile<kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
+    iq4_xs_pair_rest<kTokens - 1>(g, group_bytes, n_sb, x, t, n, y, a.ldy);
+  });
 }
 
 // ---- K-quants: two groups unpacked once per call ----
