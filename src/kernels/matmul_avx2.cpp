@@ -408,7 +408,7 @@ inline __m256i ternary_digits(__m256i q) {
 struct DecTQ1_0 {
   static constexpr int kBytes = 54, kSubBlock = 32, kOffset = 1;
   static constexpr bool kSigned = false, kHasMin = false;
-  static constexpr bool kPredecode = false;
+  static constexpr bool kPredecode = true;
   static KPrep prep(const uint8_t* p) { return ternary_prep(p, 52); }
   static __m256i chunk(const KPrep& k, int c) {
     if (c < 5) {
@@ -494,18 +494,27 @@ struct TileK {
   }
 };
 
-// Rows decoded once for a prompt (gemm_k_predecoded): per super-block the
-// 256 signed values, the 8 int16 scales of the 32-element groups and d.
-struct DecI8 {
-  static constexpr int kBytes = 288, kSubBlock = 32, kOffset = 0;
-  static constexpr bool kSigned = true, kHasMin = false;
-  static constexpr bool kPredecode = false;
+// Rows decoded once for a prompt (gemm_k_predecoded), per super-block: the
+// 256 values of Dec (signed or not), its 8 int16 scales of the 32-element
+// groups, its 16 int16 offsets (KPrep::mn) and d. Read back with Dec's
+// flags, so the tiles compute what they compute on Dec itself.
+template <class Dec>
+struct DecDecoded {
+  static constexpr int kBytes = 320, kSubBlock = 32, kOffset = Dec::kOffset;
+  static constexpr bool kSigned = Dec::kSigned, kHasMin = false, kPredecode = false;
   static KPrep prep(const uint8_t* p) {
     float d;
-    std::memcpy(&d, p + 272, sizeof(d));
-    return {p, scales8(load128(p + 256)), _mm256_setzero_si256(), d, 0.0f};
+    std::memcpy(&d, p + 304, sizeof(d));
+    return {p, scales8(load128(p + 256)), load256(p + 272), d, 0.0f};
   }
   static __m256i chunk(const KPrep& k, int c) { return load256(k.p + 32 * c); }
+  static void store(const KPrep& k, uint8_t* out) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * c), Dec::chunk(k, c));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 256), _mm256_castsi256_si128(k.sc));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 272), k.mn);
+    std::memcpy(out + 304, &k.d, sizeof(k.d));
+  }
 };
 
 template <class Dec>
@@ -518,18 +527,21 @@ void gemm_k_tiles(const GemmArgs& a) {
   }
 }
 
-// The codebook and ternary formats take ~30 instructions to decode 32
-// values (scalar codebook loads, sign or digit extraction), which a 2x2 tile
-// repeats for every pair of tokens: for prompts each pair of rows is decoded
-// once into DecI8 super-blocks (in L1: 2 x 8 x 288 bytes for k = 2048) and
-// every token tile reads those. Same values, scales and d, so the same sums
-// and float steps as the direct tiles: a token's results do not depend on
-// its batch.
+// The codebook formats take ~30 instructions to decode 32 values (scalar
+// codebook loads, sign extraction), TQ1_0 ~12 (base-3 digits), which a 2x2
+// tile repeats for every pair of tokens: for prompts each pair of rows is
+// decoded once into DecDecoded super-blocks (in L1: 2 x 8 x 320 bytes for
+// k = 2048) that every token tile reads. Same values, scales, offsets and d
+// in the same lanes, so the same sums and float steps as the direct tiles: a
+// token's results do not depend on its batch (a version that stored TQ1_0's
+// values less their offset summed the same integers in other lanes and
+// failed that test).
 template <class Dec>
 void gemm_k_predecoded(const GemmArgs& a) {
-  static_assert(Dec::kSigned && Dec::kSubBlock == 32 && Dec::kOffset == 0 && !Dec::kHasMin, "DecI8 holds signed values and 8 scales");
+  static_assert(Dec::kSubBlock == 32 && !Dec::kHasMin, "DecDecoded holds 8 scales and no mins");
+  using D = DecDecoded<Dec>;
   const int64_t n_sb = a.k / 256;
-  const size_t row_bytes = static_cast<size_t>(n_sb) * DecI8::kBytes;
+  const size_t row_bytes = static_cast<size_t>(n_sb) * D::kBytes;
   thread_local std::vector<uint8_t> buffer;
   buffer.resize(2 * row_bytes);
   uint8_t* rows = buffer.data();
@@ -538,12 +550,8 @@ void gemm_k_predecoded(const GemmArgs& a) {
     const int64_t n = std::min<int64_t>(2, a.n_rows - r0);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t sb = 0; sb < n_sb; ++sb) {
-        const KPrep k = Dec::prep(w + static_cast<size_t>(r0 + r) * a.w_stride + sb * Dec::kBytes);
-        uint8_t* out = rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(sb) * DecI8::kBytes;
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * c), Dec::chunk(k, c));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 256), _mm256_castsi256_si128(k.sc));
-        std::memcpy(out + 272, &k.d, sizeof(k.d));
+        D::store(Dec::prep(w + static_cast<size_t>(r0 + r) * a.w_stride + sb * Dec::kBytes),
+                 rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(sb) * D::kBytes);
       }
     }
     GemmArgs b = a;
@@ -551,7 +559,7 @@ void gemm_k_predecoded(const GemmArgs& a) {
     b.w_stride = row_bytes;
     b.n_rows = n;
     b.y = a.y + r0;
-    gemm_k_tiles<DecI8>(b);
+    gemm_k_tiles<D>(b);
   }
 }
 
