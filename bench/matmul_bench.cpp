@@ -84,9 +84,10 @@ struct Weights {
   }
 };
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kTypes[] = {DType::F32,    DType::F16,   DType::BF16,  DType::Q8_0,  DType::Q4_0,   DType::Q4_1,
+                        DType::Q5_0,   DType::Q5_1,  DType::Q2_K,  DType::Q3_K,  DType::Q4_K,   DType::Q5_K,
+                        DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0,
+                        DType::TQ2_0};
 
 void run_matmul(benchmark::State& state, DType t, int64_t k, int64_t rows, int64_t tokens, int threads, kernels::Isa isa,
                 RowLayout layout = RowLayout::kPlain) {
