@@ -287,8 +287,8 @@ struct Q2_KUnpacked {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int i = 0; i < 4; ++i) {
       const __m256i v = load256(p + 32 + 32 * i);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_and_si256(v, m4));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sc + 32 * i), _mm256_and_si256(v, m4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(off + 32 * i), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
     }
   }
   static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {

@@ -55,10 +55,13 @@ GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
 // Kernels over interleaved weights (kernels/interleave.h). The AVX-512 VNNI
-// table hands K-quant decode to the AVX2 one; plain AVX-512 uses the AVX2
-// table for the quantized types (gemm_kernel_interleaved).
+// kernels hand Q6_K decode and the rows after the last pair of groups to the
+// AVX2 ones; plain AVX-512 uses the AVX2 table for the quantized types
+// (gemm_kernel_interleaved).
 GemmKernel gemm_kernel_avx2_interleaved(DType t);
 GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t);
+// Its K-quant part (matmul_avx512_vnni_kquants.cpp), which it falls through to.
+GemmKernel gemm_kernel_avx512_vnni_kquants(DType t);
 
 // Covers rows x tokens of `a` with R x T register tiles, then the edges with
 // R x 1, 1 x T and 1 x 1 tiles: tile.template run<R, T>(row, token).

@@ -1,0 +1,98 @@
+// Helpers shared by the AVX-512 VNNI kernels over interleaved weights
+// (matmul_avx512_vnni_interleaved.cpp: the 32-element formats and IQ4_XS;
+// matmul_avx512_vnni_kquants.cpp: Q2_K .. Q6_K). Included after
+// TOKAMAK_TARGET_REGION(TOKAMAK_ISA_AVX512_VNNI), after interleaved_unpack.h.
+#pragma once
+
+namespace tokamak::kernels {
+namespace {
+
+// [a, b]: group g's half in the low 256 bits, group g + 1's in the high.
+inline __m512i halves(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+inline __m512 halves(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+// The 8 fp16 values at a and the 8 at b, as floats, a's in the low half.
+inline __m512 fp16_halves(const uint8_t* a, const uint8_t* b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(a)), load128(b), 1));
+}
+// Activations 4j .. 4j + 3 of a block in every 32-bit lane (a broadcast load).
+inline __m512i broadcast4_16(const uint8_t* xq, int j) {
+  int32_t v;
+  std::memcpy(&v, xq + 4 * j, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// Tokens per tile: T sums and T float accumulators in registers.
+constexpr int kTokens = 8;
+// How far ahead a prompt's pair tiles prefetch each group's weights.
+constexpr size_t kPrefetchBlocks = 16;
+// Decode (group_decode_32) prefetches ~4 KiB ahead, whole blocks: 16 of
+// Q8_0's, 30 of Q4_0's (16 of those, 2.3 KiB, streamed one core at 24-27 GB/s
+// against ~30-32; tg64 Q4_0, 4 alternations with ik_llama.cpp, twice: 59-61 ->
+// 67-69 t/s).
+constexpr size_t kDecodePrefetchBytes = 16 * (8 * 34);  // 16 blocks of a Q8_0 group
+
+// Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
+GemmArgs rows_from(const GemmArgs& a, int64_t r) {
+  GemmArgs rest = a;
+  rest.w = a.w + static_cast<size_t>(r) * a.w_stride;
+  rest.y = a.y + r;
+  rest.n_rows = a.n_rows - r;
+  return rest;
+}
+
+// ---- One token: blocks b and b + 1 of one group side by side ----
+//
+// A decode reads each weight once, so the order of its reads matters as much
+// as its instruction count. The pair kernels read groups g and g + 1 as two
+// streams, which a Zen 5 host (2 threads) streams ~20% slower than one: a
+// bare read loop of the same pattern, 39 against 51 GB/s; GemvX8 ffn_up Q4_K
+// 34 GB/s on them against 40-45 on the AVX2 kernel's one stream. Here a register
+// holds blocks b and b + 1 of one group (8 rows each), so each thread reads
+// its groups as one stream, with VNNI's instructions. Each half's integer sum
+// is exact and its float step is the AVX2 kernel's, in block order, so a
+// token alone is bitwise the same token in a batch.
+
+// Activations 4j .. 4j + 3 of x0 in the low 256 bits, of x1 in the high.
+inline __m512i broadcast4_two(const uint8_t* x0, const uint8_t* x1, int j) {
+  int32_t a, b;
+  std::memcpy(&a, x0 + 4 * j, sizeof(a));
+  std::memcpy(&b, x1 + 4 * j, sizeof(b));
+  return halves(_mm256_set1_epi32(a), _mm256_set1_epi32(b));
+}
+inline __m256i low_half(__m512i v) { return _mm512_castsi512_si256(v); }
+inline __m256i high_half(__m512i v) { return _mm512_extracti64x4_epi64(v, 1); }
+
+// The decode kernels' walk over one group's blocks (super-blocks) of
+// kBlock bytes: fn(b, both, p0, p1) for blocks b and b + 1 side by side, in
+// order (both false: the last block of an odd count meets itself in the
+// high half, whose sums go unused), with the lines `ahead` blocks on
+// prefetched. Callers mark fn always_inline: a call per pair kept Q2_K's
+// decode ~7% slower (GemvX8 q2_K ffn_up one thread).
+template <size_t kBlock, class Fn>
+[[gnu::always_inline]] inline void for_each_block_pair(const uint8_t* g, int64_t n, size_t ahead, Fn fn) {
+  for (int64_t b = 0; b < n; b += 2) {
+    const bool both = b + 1 < n;
+    const uint8_t* p0 = g + static_cast<size_t>(b) * kBlock;
+    const uint8_t* p1 = both ? p0 + kBlock : p0;
+    for (size_t line = 0; line < 2 * kBlock; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + ahead * kBlock + line), _MM_HINT_T0);
+    }
+    fn(b, both, p0, p1);
+  }
+}
+
+// One token: decode(group, x, y) for each group of 8 rows in turn (one
+// stream), then the plain tail rows on the AVX2 kernel.
+template <class Decode>
+void gemm_groups_decode(const GemmArgs& a, ActFormat act, Decode decode) {
+  const ActRows x{reinterpret_cast<const uint8_t*>(a.act), a.act_stride, act_layout(act, a.k)};
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    decode(reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(gi) * group_bytes, x, a.y + gi * kInterleaveRows);
+  }
+  if (groups * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, groups * kInterleaveRows));
+}
+
+}  // namespace
+}  // namespace tokamak::kernels
