@@ -282,6 +282,7 @@ struct Q2_KUnpacked {
   static constexpr int kScaleLines = 4;  // 16 elements per scale
   static constexpr int kOffsets = 8;     // the mins
   static constexpr bool kSignedScales = false;
+  static constexpr bool kOffsetsAreScales = false;
   // Sub-block s's scale (sc) and min (off) of row r as bytes at 8s + r.
   static void scale_bytes(const uint8_t* p, uint8_t* sc, uint8_t* off) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -323,11 +324,10 @@ struct Q3_KUnpacked {
   static constexpr int kOffsets = 8;  // the scales, for the values' offset of 4
   static constexpr int kOffsetShift = 2;
   static constexpr bool kSignedScales = true;
-  // Sub-block s's scale - 32 of row r as int8 at 8s + r, in sc and in off.
-  static void scale_bytes(const uint8_t* p, uint8_t* sc, uint8_t* off) {
-    unpack_q3_k_scales(p, reinterpret_cast<int8_t*>(sc));
-    std::memcpy(off, sc, 128);
-  }
+  // Sub-block s's scale - 32 of row r as int8 at 8s + r, in sc; the offsets
+  // are the same bytes (kOffsetsAreScales), so off is left alone.
+  static constexpr bool kOffsetsAreScales = true;
+  static void scale_bytes(const uint8_t* p, uint8_t* sc, uint8_t*) { unpack_q3_k_scales(p, reinterpret_cast<int8_t*>(sc)); }
   static void unpack_scales(const uint8_t* p, UnpackedSuperBlock& u) {
     alignas(32) int8_t sc[128];
     unpack_q3_k_scales(p, sc);

@@ -327,7 +327,9 @@ void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, float* 
     const uint8_t* b0 = bs + 32 * sb;  // 16 int16 sums a super-block
     const uint8_t* b1 = both ? b0 + 32 : b0;
     __m512i osum = _mm512_setzero_si512();
-    for (int c = 0; c < 8; ++c) osum = _mm512_add_epi32(osum, _mm512_madd_epi16(byte_pairs_two<kSigned>(off0, off1, c), broadcast4_two(b0, b1, c)));
+    const uint8_t* o0 = K::kOffsetsAreScales ? sc0 : off0;
+    const uint8_t* o1 = K::kOffsetsAreScales ? sc1 : off1;
+    for (int c = 0; c < 8; ++c) osum = _mm512_add_epi32(osum, _mm512_madd_epi16(byte_pairs_two<kSigned>(o0, o1, c), broadcast4_two(b0, b1, c)));
     acc = finish_2bit<K>(low_half(isum), low_half(osum), p0, xd[sb], acc);
     if (both) acc = finish_2bit<K>(high_half(isum), high_half(osum), p1, xd[sb + 1], acc);
   });
