@@ -102,16 +102,19 @@ void OutputFile::commit() {
     }
     if (temp_.empty()) throw Error(name_ + ": cannot name the finished file: every temporary name is taken");
   }
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    throw Error(name_ + ": write failed at close: " + reason());
-  }
-  fd_ = -1;
+  // The rename follows the naming at once: a process killed between the two
+  // leaves the named temporary behind, and a close() between them widened
+  // that window enough for a SIGKILL in a loaded test run to land in it
+  // (Streams.NoPartialFileAfterABrokenPipeOrAKill failed once that way). The
+  // data is already synced, so closing after the rename loses nothing.
   if (::rename(temp_.c_str(), target_.c_str()) != 0) {
     throw Error(name_ + ": cannot rename " + temp_.string() + " to it: " + reason());
   }
   temp_.clear();
   owned_ = false;
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) throw Error(name_ + ": write failed at close: " + reason());
 }
 
 }  // namespace tokamak::io
