@@ -298,19 +298,23 @@ struct Q2_KUnpacked {
     for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<false>(sc + 8 * s));
     for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<false>(mn, c);
     u.d = _mm256_cvtph_ps(load128(p));
-    u.dmin = _mm256_cvtph_ps(load128(p + 16));
+    u.dmin = dmin(p);
   }
+  static __m256 dmin(const uint8_t* p) { return _mm256_cvtph_ps(load128(p + 16)); }
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q2_KUnpacked>(p, u); }
   template <int J, int H>
   static __m256i values(__m256i qs, __m256i) {
     return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3));
   }
-  // d x sum - dmin x (mins against the activations' sums per 16).
+  // d x sum - dmin x msum, msum the mins against the activations' sums per
+  // 16 (the VNNI decode computes it its own way and takes these steps too).
+  static __m256 finish_sums(__m256i isum, __m256i msum, __m256 d, __m256 dmin, float dx, __m256 acc) {
+    const __m256 dxv = _mm256_set1_ps(dx);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, dxv), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dxv), acc);
+  }
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i msum = pairs_dot_sums(u.offset, x, t, sb);
-    const __m256 dx = _mm256_set1_ps(x.d(t)[sb]);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(u.d, dx), acc);
-    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(u.dmin, dx), acc);
+    return finish_sums(isum, pairs_dot_sums(u.offset, x, t, sb), u.d, u.dmin, x.d(t)[sb], acc);
   }
 };
 
@@ -335,8 +339,9 @@ struct Q3_KUnpacked {
     for (int s = 0; s < 16; ++s) u.scale[s] = int16_pairs(byte_per_row<true>(b + 8 * s));
     for (int c = 0; c < 8; ++c) u.offset[c] = byte_pairs_per_row<true>(b, c);
     u.d = _mm256_cvtph_ps(load128(p));
-    u.dmin = _mm256_setzero_ps();
+    u.dmin = dmin(p);
   }
+  static __m256 dmin(const uint8_t*) { return _mm256_setzero_ps(); }
   static void unpack(const uint8_t* p, UnpackedSuperBlock& u) { unpack_2bit<Q3_KUnpacked>(p, u); }
   // Element 128H + 32J + l: 2 bits of qs, bit 4H + J of hmask as 4.
   template <int J, int H>
@@ -351,10 +356,14 @@ struct Q3_KUnpacked {
     return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * J), _mm256_set1_epi8(3)),
                            _mm256_and_si256(high, _mm256_set1_epi8(4)));
   }
-  // The values stand for q - 4: minus 4 x the scales against the activations' sums per 16.
+  // The values stand for q - 4: minus 4 x osum, the scales against the
+  // activations' sums per 16, then one float step.
+  static __m256 finish_sums(__m256i isum, __m256i osum, __m256 d, __m256, float dx, __m256 acc) {
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, kOffsetShift));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc);
+  }
   static __m256 finish(const UnpackedSuperBlock& u, __m256i isum, const ActRows& x, int64_t t, int64_t sb, __m256 acc) {
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(pairs_dot_sums(u.offset, x, t, sb), kOffsetShift));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(u.d, _mm256_set1_ps(x.d(t)[sb])), acc);
+    return finish_sums(isum, pairs_dot_sums(u.offset, x, t, sb), u.d, u.dmin, x.d(t)[sb], acc);
   }
 };
 

@@ -322,8 +322,6 @@ inline __m256i apply_signs(__m256i v, uint32_t bits) {
   const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg);
 }
-// 8 scales (int16) of the 32-element groups in both 128-bit lanes.
-inline __m256i scales8(__m128i sc) { return _mm256_broadcastsi128_si256(sc); }
 
 // IQ3_S: per group of 32, 8 codebook entries (9-bit indices: a qs byte and a
 // qh bit), 32 sign bits and a 4-bit scale s standing for 1 + 2s. The grid
@@ -336,7 +334,7 @@ struct DecIQ3_S {
   static KPrep prep(const uint8_t* p) {
     const uint64_t s = _pdep_u64(load_u32(p + 106), 0x0F0F0F0F0F0F0F0Full);
     const __m128i sc = _mm_add_epi16(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(s))), 1), _mm_set1_epi16(1));
-    return {p, scales8(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
+    return {p, _mm256_broadcastsi128_si256(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
   }
   static __m256i chunk(const KPrep& k, int c) {
     const uint8_t* qs = k.p + 2;
@@ -356,7 +354,7 @@ struct DecIQ3_XXS {
   static KPrep prep(const uint8_t* p) {
     const __m256i s = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(load256(p + 66), 28), 1), _mm256_set1_epi32(1));
     const __m128i sc = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    return {p, scales8(sc), _mm256_setzero_si256(), fp16(load_u16(p)) * 0.25f, 0.0f};
+    return {p, _mm256_broadcastsi128_si256(sc), _mm256_setzero_si256(), fp16(load_u16(p)) * 0.25f, 0.0f};
   }
   static __m256i chunk(const KPrep& k, int c) {
     const uint8_t* qs = k.p + 2 + 8 * c;
@@ -505,7 +503,7 @@ struct DecDecoded {
   static KPrep prep(const uint8_t* p) {
     float d;
     std::memcpy(&d, p + 304, sizeof(d));
-    return {p, scales8(load128(p + 256)), load256(p + 272), d, 0.0f};
+    return {p, _mm256_broadcastsi128_si256(load128(p + 256)), load256(p + 272), d, 0.0f};
   }
   static __m256i chunk(const KPrep& k, int c) { return load256(k.p + 32 * c); }
   static void store(const KPrep& k, uint8_t* out) {

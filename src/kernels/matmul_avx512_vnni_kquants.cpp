@@ -292,17 +292,11 @@ inline __m512i byte_pairs_two(const uint8_t* a, const uint8_t* b, int c) {
 }
 
 // K::finish of one super-block (8 rows at p) from its integer sum and its
-// offsets' sum against the activations' sums per 16 (pairs_dot_sums).
+// offsets' sum against the activations' sums per 16 (K::finish_sums, the
+// AVX2 kernels' own float steps).
 template <class K>
 [[gnu::always_inline]] inline __m256 finish_2bit(__m256i isum, __m256i osum, const uint8_t* p, float dx, __m256 acc) {
-  const __m256 dxv = _mm256_set1_ps(dx);
-  if constexpr (std::is_same_v<K, Q2_KUnpacked>) {
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_cvtph_ps(load128(p)), dxv), acc);
-    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(osum), _mm256_mul_ps(_mm256_cvtph_ps(load128(p + 16)), dxv), acc);
-  } else {
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, K::kOffsetShift));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(_mm256_cvtph_ps(load128(p)), dxv), acc);
-  }
+  return K::finish_sums(isum, osum, _mm256_cvtph_ps(load128(p)), K::dmin(p), dx, acc);
 }
 
 // Scales and offsets go straight from their bytes to the 16 row lanes: through
