@@ -40,19 +40,25 @@ constexpr OptionSpec kOptions[] = {
     {"-h,--help", "", "show this help"},
 };
 
-// What the file says it is: "Q4_K_M" from general.file_type, else the type of most weight bytes.
+// What the file says it is: "Q4_K_M" from general.file_type, else the type
+// of its first layer's ffn_up; with the format loading widened that to
+// (kernels/widen.h): "TQ1_0 (as tq2_0)".
 std::string model_type(const Model& model) {
+  const TensorView& loaded = model.weights().layers.empty() ? model.weights().output : model.weights().layers[0].ffn_up;
+  std::string named(dtype_name(loaded.type));
+  std::string as;
   if (model.gguf()) {
+    if (const io::GgufTensorInfo* info = model.gguf()->find_tensor(model.weights().layers.empty() ? "output.weight" : "blk.0.ffn_up.weight")) {
+      named = dtype_name(info->type);
+      if (info->type != loaded.type) as = " (as " + std::string(dtype_name(loaded.type)) + ")";
+    }
     if (const std::optional<int64_t> ft = model.gguf()->get_int("general.file_type")) {
       if (*ft >= 0 && *ft <= UINT32_MAX) {
-        if (const std::optional<FileType> t = file_type_from_id(static_cast<uint32_t>(*ft))) {
-          return std::string(file_type_name(*t));
-        }
+        if (const std::optional<FileType> t = file_type_from_id(static_cast<uint32_t>(*ft))) named = file_type_name(*t);
       }
     }
   }
-  return std::string(dtype_name(model.weights().layers.empty() ? model.weights().output.type
-                                                               : model.weights().layers[0].ffn_up.type));
+  return named + as;
 }
 
 int64_t n_params(const Model& model) {

@@ -1,6 +1,8 @@
 #include "core/huge_pages.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -57,6 +59,20 @@ HugePageBuffer::~HugePageBuffer() {
 
 void HugePageBuffer::make_read_only(bool read_only) {
   if (base_ != nullptr) ::mprotect(base_, span_, read_only ? PROT_READ : PROT_READ | PROT_WRITE);
+}
+
+size_t available_memory_bytes() {
+  struct sysinfo si {};
+  if (::sysinfo(&si) != 0) return 0;
+  return static_cast<size_t>((uint64_t{si.freeram} + si.bufferram) * si.mem_unit);
+}
+
+void release_pages(std::byte* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // Advice: where it fails the pages just stay resident.
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace tokamak

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/sysinfo.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,11 +20,7 @@ namespace {
 constexpr size_t kAutoMinBytes = size_t{64} << 20;
 
 bool auto_wants_copy(size_t size) {
-  if (size < kAutoMinBytes) return false;
-  struct sysinfo si {};
-  if (::sysinfo(&si) != 0) return false;
-  const uint64_t available = (uint64_t{si.freeram} + si.bufferram) * si.mem_unit;
-  return size <= available / 2;
+  return size >= kAutoMinBytes && size <= available_memory_bytes() / 2;
 }
 
 }  // namespace

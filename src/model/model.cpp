@@ -11,6 +11,7 @@
 #include "io/llama2c.h"
 #include "kernels/interleave.h"
 #include "kernels/quants.h"
+#include "kernels/widen.h"
 
 namespace tokamak {
 namespace {
@@ -133,39 +134,82 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::
   check_weights(f.name(), m.config_, w);
   m.local_ = m.config_;
   m.shard_.vocab_end = m.config_.n_vocab;
-  if (repack) m.interleave_weights(*repack, writable);
+  if (repack) m.prepare_weights(*repack, writable);
   m.gguf_ = std::move(file);
   return m;
 }
 
-void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) {
-  std::vector<TensorView*> targets;
-  auto add = [&](TensorView& t) {
-    if (t.data != nullptr && kernels::prefers_interleaved(t.type, isa) && t.n_rows() >= kernels::kInterleaveRows) {
-      targets.push_back(&t);
-    }
-  };
+std::vector<TensorView*> Model::matmul_weights() {
+  std::vector<TensorView*> out;
   for (LayerWeights& l : weights_.layers) {
-    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*t);
+    for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      if (t->data != nullptr) out.push_back(t);
+    }
   }
   // A tied output is token_embd, whose rows the forward pass reads one by one.
-  if (weights_.output.data != weights_.token_embd.data) add(weights_.output);
+  if (weights_.output.data != nullptr && weights_.output.data != weights_.token_embd.data) out.push_back(&weights_.output);
+  return out;
+}
+
+void Model::widen_weights(kernels::Isa isa, std::span<std::byte> writable) {
+  std::vector<std::pair<TensorView*, DType>> targets;
+  size_t widened_bytes = 0;
+  for (TensorView* t : matmul_weights()) {
+    if (const std::optional<DType> to = kernels::widened_type(t->type, isa)) {
+      targets.emplace_back(t, *to);
+      widened_bytes += row_bytes(*to, t->ne[0]) * static_cast<size_t>(t->n_rows());
+    }
+  }
+  // The rule of MapMode::kAuto's copy: the new bytes may take up to half of
+  // the memory available now; a model close to the machine's size keeps its
+  // compact format (and the speed of its kernels).
+  if (targets.empty() || widened_bytes > available_memory_bytes() / 2) return;
+  auto buffer = std::make_shared<HugePageBuffer>(widened_bytes, "widened weights");
+  size_t used = 0;
+  for (auto [t, to] : targets) {
+    std::byte* dst = buffer->data() + used;
+    used += row_bytes(to, t->ne[0]) * static_cast<size_t>(t->n_rows());
+    kernels::widen_rows(t->type, t->data, to, dst, t->n_rows(), t->ne[0]);
+    // The compact bytes are read no more: in this model's own copy of the
+    // file they would stay resident (mapped pages the kernel can evict).
+    const auto* in_copy = t->data;
+    if (!writable.empty() && in_copy >= writable.data() && in_copy + t->n_bytes() <= writable.data() + writable.size()) {
+      release_pages(writable.data() + (in_copy - writable.data()), t->n_bytes());
+    }
+    t->data = dst;
+    t->type = to;
+  }
+  widened_ = std::move(buffer);
+}
+
+void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) {
+  std::vector<TensorView*> targets;
+  for (TensorView* t : matmul_weights()) {
+    if (kernels::prefers_interleaved(t->type, isa) && t->n_rows() >= kernels::kInterleaveRows) targets.push_back(t);
+  }
   if (targets.empty()) return;
 
-  auto in_writable = [&](const TensorView& t) {
-    return !writable.empty() && t.data >= writable.data() && t.data + t.n_bytes() <= writable.data() + writable.size();
+  // Repacked in place where the bytes are this model's own: its copy of the
+  // file, or the widened weights.
+  auto in = [](std::span<std::byte> s, const TensorView& t) {
+    return !s.empty() && t.data >= s.data() && t.data + t.n_bytes() <= s.data() + s.size();
+  };
+  const std::span<std::byte> widened = widened_ ? std::span<std::byte>(widened_->data(), widened_->size()) : std::span<std::byte>{};
+  auto own = [&](const TensorView& t) -> std::byte* {
+    if (in(writable, t)) return writable.data() + (t.data - writable.data());
+    if (in(widened, t)) return widened.data() + (t.data - widened.data());
+    return nullptr;
   };
   size_t owned_bytes = 0;
   for (const TensorView* t : targets) {
-    if (!in_writable(*t)) owned_bytes += t->n_bytes();
+    if (own(*t) == nullptr) owned_bytes += t->n_bytes();
   }
   std::shared_ptr<HugePageBuffer> owned;
   if (owned_bytes > 0) owned = std::make_shared<HugePageBuffer>(owned_bytes, "interleaved weights");
   size_t used = 0;
   for (TensorView* t : targets) {
-    std::byte* dst = nullptr;
-    if (in_writable(*t)) {
-      dst = writable.data() + (t->data - writable.data());
+    std::byte* dst = own(*t);
+    if (dst != nullptr) {
       kernels::interleave_rows_in_place(t->type, dst, t->n_rows(), t->ne[0]);
     } else {
       dst = owned->data() + used;

@@ -121,8 +121,23 @@ class Model {
   size_t weight_bytes() const;
 
  private:
+  // The layer matrices and an untied LM head: what the matmul kernels read.
+  std::vector<TensorView*> matmul_weights();
+  // The matmul weights in the formats the kernels of `isa` read fastest:
+  // widened (kernels/widen.h), then interleaved. `writable`: the bytes
+  // that are this model's own copy (the file's, or a shard's slices).
+  void prepare_weights(kernels::Isa isa, std::span<std::byte> writable) {
+    widen_weights(isa, writable);
+    interleave_weights(isa, writable);
+    if (widened_) widened_->make_read_only();
+  }
+  // Widens the matmul weights whose type widened_type names into a buffer
+  // of the model's, when they fit (model.cpp), releasing their compact bytes
+  // where they lie in `writable`.
+  void widen_weights(kernels::Isa isa, std::span<std::byte> writable);
   // Repacks the matmul weights whose type `isa` reads interleaved
-  // (kernels/interleave.h): in place when they lie in `writable`.
+  // (kernels/interleave.h): in place when they lie in `writable` or in the
+  // widened weights.
   void interleave_weights(kernels::Isa isa, std::span<std::byte> writable);
 
   ModelConfig config_;
@@ -134,6 +149,7 @@ class Model {
   std::shared_ptr<const io::GgufFile> gguf_;               // keeps the mapping alive
   std::shared_ptr<const io::Llama2cCheckpoint> llama2c_;   // keeps the mapping alive
   std::shared_ptr<const HugePageBuffer> interleaved_;      // repacked weights not repacked in place
+  std::shared_ptr<HugePageBuffer> widened_;                // widened weights (kernels/widen.h)
   std::shared_ptr<const HugePageBuffer> slices_;           // a shard's weights
 };
 

@@ -193,7 +193,7 @@ Model Model::load_shard(const std::filesystem::path& path, const dist::Parallel&
   if (output_is_embd && r.last_stage) w.output = w.token_embd;
   m.weights_ = std::move(w);
   // The slices are the model's own: repacked in place, then read-only.
-  if (repack) m.interleave_weights(*repack, {slices.data(), slices.size()});
+  if (repack) m.prepare_weights(*repack, {slices.data(), slices.size()});
   slices.make_read_only();
   m.slices_ = std::make_shared<const HugePageBuffer>(std::move(slices));
   m.parallel_ = &par;

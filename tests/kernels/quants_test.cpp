@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/quants.h"
 #include "kernels/quants_impl.h"
+#include "kernels/widen.h"
 
 namespace tokamak::kernels {
 namespace {
@@ -202,6 +203,23 @@ TEST_P(QuantFixture, DotRowRefMatchesTheDequantizedRow) {
   }
 }
 
+// A format loading widens (kernels/widen.h) holds ggml's values exactly:
+// the widened rows dequantize bit for bit to ggml's own floats.
+TEST_P(QuantFixture, WidenedRowsDequantizeBitExactWithGgml) {
+  const std::optional<DType> to = widened_type(tensors().front().type, Isa::kAvx2);
+  if (!to) return;  // not widened
+  for (const FixtureTensor& f : tensors()) {
+    SCOPED_TRACE(f.name);
+    const std::vector<uint8_t> bytes = read_tensor_bytes(f);
+    std::vector<uint8_t> wide(row_bytes(*to, f.ne0) * static_cast<size_t>(f.ne1));
+    widen_rows(f.type, reinterpret_cast<const std::byte*>(bytes.data()), *to, reinterpret_cast<std::byte*>(wide.data()),
+               f.ne1, f.ne0);
+    const std::string mismatch =
+        first_bit_mismatch(dequantize_tensor(*to, wide, f.ne0, f.ne1), read_f32_file(test_data(f.dequant_file)));
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantFixture, ::testing::ValuesIn(kFixtureTypes),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
@@ -271,6 +289,33 @@ TEST(Quants, RejectsPartialBlocks) {
 
 // The IQ3 codebooks were transcribed from ggml-common.h; their published
 // structure catches a mistyped entry that the fixtures might not reach.
+// Every byte value, not only those ggml's quantizer writes (a TQ1_0 byte
+// from 243 up is no base-3 number of 5 digits, but it still dequantizes to
+// some trits): widening keeps whatever the stored bytes say.
+TEST(Quants, WideningKeepsTheValuesOfAnyBytes) {
+  const std::vector<std::pair<DType, DType>> widenings = {{DType::TQ1_0, DType::TQ2_0}};
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
+    for (const auto& [from, to] : widenings) EXPECT_EQ(widened_type(from, isa), to) << isa_name(isa);
+  }
+  EXPECT_EQ(widened_type(DType::TQ1_0, Isa::kScalar), std::nullopt) << "the scalar reference reads every format as stored";
+  for (const auto& [from, to] : widenings) {
+    SCOPED_TRACE(std::string(dtype_name(from)));
+    constexpr int64_t k = 4 * 256, rows = 3;
+    std::vector<uint8_t> bytes(row_bytes(from, k) * rows);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + i / 7);
+    // Keep the fp16 scales finite and varied: d of block b at its last 2 bytes.
+    const size_t bb = dtype_traits(from).block_bytes;
+    for (size_t b = 0; b < bytes.size() / bb; ++b) {
+      bytes[(b + 1) * bb - 2] = static_cast<uint8_t>(b * 17);
+      bytes[(b + 1) * bb - 1] = static_cast<uint8_t>(0x30 + b % 8);
+    }
+    std::vector<uint8_t> wide(row_bytes(to, k) * rows);
+    widen_rows(from, reinterpret_cast<const std::byte*>(bytes.data()), to, reinterpret_cast<std::byte*>(wide.data()), rows, k);
+    const std::string mismatch = first_bit_mismatch(dequantize_tensor(to, wide, k, rows), dequantize_tensor(from, bytes, k, rows));
+    EXPECT_TRUE(mismatch.empty()) << mismatch;
+  }
+}
+
 TEST(Quants, IQ3GridsHaveThePublishedStructure) {
   auto check = [](const uint32_t* grid, int n, const std::set<int>& magnitudes) {
     for (int i = 0; i < n; ++i) {

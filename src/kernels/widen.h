@@ -1,0 +1,34 @@
+// Weight formats widened at load into one that holds the same values exactly
+// and decodes with fewer instructions, at a cost in memory: the kernels of
+// the compact formats below are compute bound, so decode (which streams every
+// weight once per token) runs well under the memory's speed on them, and a
+// few more bytes per weight cost less time than the instructions they save.
+//
+//   TQ1_0 -> TQ2_0 (1.69 -> 2.06 bits a weight, +22%): five base-3 digits
+//     per byte take ~12 instructions per 32 values to read out (AVX2 has no
+//     byte multiply), TQ2_0's 2-bit lines 3; the same trits and d.
+//
+// Model::load applies widened_type/widen_rows to the matmul weights (the
+// layer matrices and an untied LM head) when the extra bytes fit its memory
+// rule (model.cpp); `tokamak bench` reports the bytes a step then reads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "core/dtype.h"
+#include "kernels/isa.h"
+
+namespace tokamak::kernels {
+
+// The format weights of type t are widened into when the matmul kernels of
+// `isa` run, or nullopt to keep t.
+std::optional<DType> widened_type(DType t, Isa isa);
+
+// Rows [n_rows, k] of `from` at src -> the same rows in `to` at dst
+// (row_bytes(to, k) each), value for value: dequantizing either gives the
+// same floats. `to` must be widened_type(from, some isa).
+void widen_rows(DType from, const std::byte* src, DType to, std::byte* dst, int64_t n_rows, int64_t k);
+
+}  // namespace tokamak::kernels
