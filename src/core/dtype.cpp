@@ -14,7 +14,7 @@ struct Entry {
 };
 
 // Block sizes and byte counts follow ggml's block_* structs.
-constexpr std::array<Entry, 31> kTypes{{
+constexpr std::array<Entry, 32> kTypes{{
     {0, {"f32", 1, 4}},
     {1, {"f16", 1, 2}},
     {2, {"q4_0", 32, 2 + 16}},
@@ -46,6 +46,7 @@ constexpr std::array<Entry, 31> kTypes{{
     {30, {"bf16", 1, 2}},
     {34, {"tq1_0", 256, (kQK_K - 4 * kQK_K / 64) / 5 + kQK_K / 64 + 2}},
     {35, {"tq2_0", 256, kQK_K / 4 + 2}},
+    {kFirstInternalDType, {"iq3_s_wide", 256, 2 + 2 + kQK_K / 64 + kQK_K / 2}},
 }};
 
 const Entry* find_entry(uint32_t id) {
@@ -58,7 +59,7 @@ const Entry* find_entry(uint32_t id) {
 }  // namespace
 
 std::optional<DType> dtype_from_id(uint32_t id) {
-  if (find_entry(id) == nullptr) return std::nullopt;
+  if (id >= kFirstInternalDType || find_entry(id) == nullptr) return std::nullopt;
   return static_cast<DType>(id);
 }
 
@@ -70,7 +71,7 @@ const DTypeTraits& dtype_traits(DType t) {
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const Entry& e : kTypes) {
-    if (e.traits.name.size() != name.size()) continue;
+    if (e.id >= kFirstInternalDType || e.traits.name.size() != name.size()) continue;
     bool same = true;
     for (size_t i = 0; i < name.size() && same; ++i) {
       same = std::tolower(static_cast<unsigned char>(name[i])) ==

@@ -10,6 +10,9 @@
 
 namespace tokamak {
 
+// Ids from here on name no GGML type: dtype_from_id and dtype_from_name never give them.
+inline constexpr uint32_t kFirstInternalDType = 1u << 16;
+
 enum class DType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3,
   Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
@@ -18,6 +21,10 @@ enum class DType : uint32_t {
   IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35,
+  // Internal: a format loading widens weights into (kernels/widen.h), never
+  // read from or written to a file. IQ3_S_WIDE: IQ4_XS's layout with IQ3_S's
+  // 16 levels (kIQ3SWideLevels) and its scales 1 + 2s stored as 33 + 2s.
+  IQ3_S_WIDE = kFirstInternalDType,
 };
 
 struct DTypeTraits {

@@ -13,6 +13,10 @@
 namespace tokamak::kernels {
 namespace {
 
+// A format with another's byte layout (its values read with other levels)
+// interleaves as that one does.
+DType layout_of(DType t) { return t == DType::IQ3_S_WIDE ? DType::IQ4_XS : t; }
+
 // Where a 32-element format's fields sit in a plain block and in a group's
 // block image (kernels/interleave.h): an fp16 min (Q4_1, Q5_1), 4 bytes of
 // fifth bits (Q5_0, Q5_1), qs bytes. Offsets of 0 mean "no such field".
@@ -276,7 +280,7 @@ void deinterleave_16bit(const std::byte* src, std::byte* dst, size_t row_bytes, 
 }  // namespace
 
 bool can_interleave(DType t) {
-  switch (t) {
+  switch (layout_of(t)) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
@@ -296,6 +300,7 @@ bool can_interleave(DType t) {
 bool prefers_interleaved(DType t, Isa isa) { return can_interleave(t) && gemm_kernel_interleaved(t, isa).fn != nullptr; }
 
 void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_rows, int64_t k) {
+  t = layout_of(t);
   const size_t rb = row_bytes(t, k);
   const int64_t groups = n_rows / kInterleaveRows;
   const size_t done = static_cast<size_t>(groups) * kInterleaveRows * rb;
@@ -329,6 +334,7 @@ void interleave_rows(DType t, const std::byte* src, std::byte* dst, int64_t n_ro
 }
 
 void interleave_rows_in_place(DType t, std::byte* rows, int64_t n_rows, int64_t k) {
+  t = layout_of(t);
   const size_t group_bytes = kInterleaveRows * row_bytes(t, k);
   std::vector<std::byte> plain(group_bytes);
   for (int64_t g = 0; g < n_rows / kInterleaveRows; ++g) {
@@ -339,6 +345,7 @@ void interleave_rows_in_place(DType t, std::byte* rows, int64_t n_rows, int64_t 
 }
 
 void deinterleave_group(DType t, const std::byte* group, std::byte* dst, int64_t k) {
+  t = layout_of(t);
   const size_t rb = row_bytes(t, k);
   if (is_16bit_float(t)) {
     deinterleave_16bit(group, dst, rb, k);

@@ -79,7 +79,9 @@ inline __m256i bits_to_bytes(uint32_t bits) {
   v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFE));
   return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
 }
-inline __m256i iq4nl_values() { return _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues))); }
+// A table of 16 int8 levels in both 128-bit lanes, for vpshufb.
+inline __m256i levels(const int8_t* table) { return _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(table))); }
+inline __m256i iq4nl_values() { return levels(kIQ4NLValues); }
 
 struct DecQ4_0 {
   static constexpr int kBytes = 18, kOffset = 8;
@@ -301,7 +303,9 @@ struct DecQ6_K {
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
 };
-struct DecIQ4_XS {
+// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+template <class Block>
+struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
   static constexpr bool kPredecode = false;
@@ -311,7 +315,9 @@ struct DecIQ4_XS {
     const __m128i sc = _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(lo | hi))), _mm_set1_epi16(32));
     return {p, _mm256_broadcastsi128_si256(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
   }
-  static __m256i chunk(const KPrep& k, int c) { return _mm256_shuffle_epi8(iq4nl_values(), nibbles(load128(k.p + 8 + 16 * c))); }
+  static __m256i chunk(const KPrep& k, int c) {
+    return _mm256_shuffle_epi8(levels(kLevelsOf<Block>), nibbles(load128(k.p + 8 + 16 * c)));
+  }
 };
 
 // v with byte e negated where bit e of `bits` is set.
@@ -669,7 +675,8 @@ GemmKernel gemm_kernel_avx2(DType t) {
     case DType::Q4_K: return {gemm_k<DecQ4_K>, F::kQ8_K};
     case DType::Q5_K: return {gemm_k<DecQ5_K>, F::kQ8_K};
     case DType::Q6_K: return {gemm_k<DecQ6_K>, F::kQ8_K};
-    case DType::IQ4_XS: return {gemm_k<DecIQ4_XS>, F::kQ8_K};
+    case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>>, F::kQ8_K};
+    case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm_k<DecIQ3_XXS>, F::kQ8_K};
     case DType::IQ3_S: return {gemm_k<DecIQ3_S>, F::kQ8_K};
     case DType::TQ1_0: return {gemm_k<DecTQ1_0>, F::kQ8_K};

@@ -504,12 +504,13 @@ struct Bits2x8 {
 // vpmaddwd against the sub-block's scale widens and scales the pairs at once
 // (|pair| <= 2 x 127 x 127, times |scale| <= 32: exact in int32).
 
-// One group of 8 rows against Q8_K activation rows [t0, t0 + T).
-template <int T>
+// One group of 8 rows against Q8_K activation rows [t0, t0 + T); the levels
+// of Block (IQ4_XS's, or IQ3_S_WIDE's on the same layout).
+template <class Block, int T>
 void group_tile_iq4_xs(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
   constexpr size_t kBlock = 8 * 136;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i values = _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues)));
+  const __m256i values = _mm256_broadcastsi128_si256(load128(reinterpret_cast<const uint8_t*>(kLevelsOf<Block>)));
   __m256 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -552,12 +553,13 @@ void group_tile_iq4_xs(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
+template <class Block>
 struct IQ4_XSx8 {
   static constexpr ActFormat kAct = ActFormat::kQ8_K;
   static constexpr int kTokens = 4;
   template <int T>
   static void tile(const uint8_t* g, int64_t k, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-    group_tile_iq4_xs<T>(g, k / 256, x, t0, y, ldy);
+    group_tile_iq4_xs<Block, T>(g, k / 256, x, t0, y, ldy);
   }
 };
 
@@ -778,7 +780,8 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q2_K: return {gemm_k_quant<Q2_KUnpacked, Bits2x8<Q2_KUnpacked>>, ActFormat::kQ8_K, true};
     case DType::Q3_K: return {gemm_k_quant<Q3_KUnpacked, Bits2x8<Q3_KUnpacked>>, ActFormat::kQ8_K, true};
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
-    case DType::IQ4_XS: return {gemm_interleaved<IQ4_XSx8>, ActFormat::kQ8_K, true};
+    case DType::IQ4_XS: return {gemm_interleaved<IQ4_XSx8<BlockIQ4_XS>>, ActFormat::kQ8_K, true};
+    case DType::IQ3_S_WIDE: return {gemm_interleaved<IQ4_XSx8<BlockIQ3_S_WIDE>>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};

@@ -380,7 +380,9 @@ struct DecQ6_K {
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi);
   }
 };
-struct DecIQ4_XS {
+// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+template <class Block>
+struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136, kSubBlock = 32, kOffset = 0;
   static constexpr bool kSigned = true, kHasMin = false;
   static KPrep prep(const uint8_t* p) {
@@ -393,7 +395,7 @@ struct DecIQ4_XS {
     const uint8_t* qs = k.p + 8 + 32 * c;
     const __m512i v = _mm512_mask_blend_epi64(0xF0, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
                                               _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))));
-    const __m512i values = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+    const __m512i values = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevelsOf<Block>)));
     return _mm512_shuffle_epi8(values, _mm512_and_si512(_mm512_srlv_epi16(v, load_table(kShift0404)), _mm512_set1_epi8(0x0F)));
   }
 };
@@ -599,7 +601,8 @@ GemmKernel avx512_kernel(DType t) {
     case DType::Q4_K: return {gemm_k<DecQ4_K, Dot>, F::kQ8_K};
     case DType::Q5_K: return {gemm_k<DecQ5_K, Dot>, F::kQ8_K};
     case DType::Q6_K: return {gemm_k<DecQ6_K, Dot>, F::kQ8_K};
-    case DType::IQ4_XS: return {gemm_k<DecIQ4_XS, Dot>, F::kQ8_K};
+    case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>, Dot>, F::kQ8_K};
+    case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>, Dot>, F::kQ8_K};
     default: return {};
   }
 }

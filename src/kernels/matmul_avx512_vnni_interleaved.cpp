@@ -279,7 +279,9 @@ void gemm_pairs_32(const GemmArgs& a) {
 // per 16, as pairs) comes off, which leaves the exact integer sum of the
 // AVX2 group_tile_iq4_xs, so its float step serves, lane for lane. Prompts
 // put super-block sb of groups g and g + 1 in the halves, decode super-blocks
-// sb and sb + 1 of one group (one stream, as group_decode_32).
+// sb and sb + 1 of one group (one stream, as group_decode_32). The levels
+// of Block: IQ4_XS's, or IQ3_S_WIDE's on the same layout.
+template <class Block>
 struct IQ4_XSPair {
   static constexpr size_t kBlockBytes = 8 * 136;
   // isum[t] += the two halves' integer sums, act(t, ib, j) giving token t's
@@ -288,7 +290,7 @@ struct IQ4_XSPair {
   template <int T, class Act, class Sums>
   [[gnu::always_inline]] static inline void sums(const uint8_t* p0, const uint8_t* p1, Act act, Sums bsums, __m512i* isum) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i values = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(reinterpret_cast<const uint8_t*>(kIQ4NLValues))),
+    const __m512i values = _mm512_xor_si512(_mm512_broadcast_i32x4(load128(reinterpret_cast<const uint8_t*>(kLevelsOf<Block>))),
                                             _mm512_set1_epi8(static_cast<char>(0x80)));
     __m256i sc0[8], sc1[8];
     unpack_iq4_xs_scales(p0, sc0);
@@ -327,9 +329,9 @@ struct IQ4_XSPair {
 
 // Groups g0 and g0 + 1 (g0 at `g`, the next group_bytes on) against
 // activation rows [t0, t0 + T).
-template <int T>
+template <class Block, int T>
 void iq4_xs_pair_tile(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
-  constexpr size_t kBlock = IQ4_XSPair::kBlockBytes;
+  constexpr size_t kBlock = IQ4_XSPair<Block>::kBlockBytes;
   __m512 acc[T];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -349,7 +351,7 @@ void iq4_xs_pair_tile(const uint8_t* g, size_t group_bytes, int64_t n_sb, const 
       bs[t] = reinterpret_cast<const uint8_t*>(x.sums(t0 + t) + 16 * sb);
       isum[t] = _mm512_setzero_si512();
     }
-    IQ4_XSPair::sums<T>(
+    IQ4_XSPair<Block>::template sums<T>(
         p0, p1, [&](int t, int ib, int j) { return broadcast4_16(xq[t] + 32 * ib, j); },
         [&](int t, int c) { return broadcast4_16(bs[t], c); }, isum);
     const __m512 d = fp16_halves(p0, p1);
@@ -362,21 +364,22 @@ void iq4_xs_pair_tile(const uint8_t* g, size_t group_bytes, int64_t n_sb, const 
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
-template <int T>
+template <class Block, int T>
 void iq4_xs_pair_rest(const uint8_t* g, size_t group_bytes, int64_t n_sb, const ActRows& x, int64_t t0, int64_t rest, float* y,
                       int64_t ldy) {
   if constexpr (T > 0) {
     if (rest == T) {
-      iq4_xs_pair_tile<T>(g, group_bytes, n_sb, x, t0, y, ldy);
+      iq4_xs_pair_tile<Block, T>(g, group_bytes, n_sb, x, t0, y, ldy);
     } else {
-      iq4_xs_pair_rest<T - 1>(g, group_bytes, n_sb, x, t0, rest, y, ldy);
+      iq4_xs_pair_rest<Block, T - 1>(g, group_bytes, n_sb, x, t0, rest, y, ldy);
     }
   }
 }
 
 // One group of 8 rows (at g, n_sb super-blocks) against one token.
+template <class Block>
 void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float* y) {
-  constexpr size_t kBlock = IQ4_XSPair::kBlockBytes;
+  constexpr size_t kBlock = IQ4_XSPair<Block>::kBlockBytes;
   const uint8_t* xq = x.qs(0);
   const float* xd = x.d(0);
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
@@ -387,7 +390,7 @@ void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float
     const uint8_t* b0 = bs + 32 * sb;  // 16 int16 sums a super-block
     const uint8_t* b1 = both ? b0 + 32 : b0;
     __m512i isum = _mm512_setzero_si512();
-    IQ4_XSPair::sums<1>(
+    IQ4_XSPair<Block>::template sums<1>(
         p0, p1, [&](int, int ib, int j) { return broadcast4_two(x0 + 32 * ib, x1 + 32 * ib, j); },
         [&](int, int c) { return broadcast4_two(b0, b1, c); }, &isum);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(isum)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[sb])), acc);
@@ -399,15 +402,16 @@ void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float
   _mm256_storeu_ps(y, acc);
 }
 
+template <class Block>
 void gemm_iq4_xs_pairs(const GemmArgs& a) {
   const int64_t n_sb = a.k / 256;
   if (a.n_tokens == 1) {
     return gemm_groups_decode(a, ActFormat::kQ8_K,
-                              [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode(g, n_sb, x, y); });
+                              [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode<Block>(g, n_sb, x, y); });
   }
   for_each_pair_tile(a, ActFormat::kQ8_K, [&](const uint8_t* g, size_t group_bytes, const ActRows& x, int64_t t, int64_t n, float* y) {
-    if (n == kTokens) return iq4_xs_pair_tile<kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
-    iq4_xs_pair_rest<kTokens - 1>(g, group_bytes, n_sb, x, t, n, y, a.ldy);
+    if (n == kTokens) return iq4_xs_pair_tile<Block, kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
+    iq4_xs_pair_rest<Block, kTokens - 1>(g, group_bytes, n_sb, x, t, n, y, a.ldy);
   });
 }
 
@@ -421,7 +425,8 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
     case DType::Q5_0: return {gemm_pairs_32<Q5_0Pair>, ActFormat::kQ8_0, true};
     case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true};
     case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
-    case DType::IQ4_XS: return {gemm_iq4_xs_pairs, ActFormat::kQ8_K, true};
+    case DType::IQ4_XS: return {gemm_iq4_xs_pairs<BlockIQ4_XS>, ActFormat::kQ8_K, true};
+    case DType::IQ3_S_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_S_WIDE>, ActFormat::kQ8_K, true};
     default: return gemm_kernel_avx512_vnni_kquants(t);
   }
 }

@@ -141,17 +141,21 @@ void unpack(const BlockQ6_K& b, UnpackedK& u) {
   for (int s = 0; s < 16; ++s) u.sc[s] = b.scales[s];
   u.d = fp16_to_fp32(b.d);
 }
-void unpack(const BlockIQ4_XS& b, UnpackedK& u) {
+template <class Block>
+void unpack_iq4_xs_layout(const Block& b, UnpackedK& u) {
+  constexpr const int8_t* kLevels = kLevelsOf<Block>;
   for (int s = 0; s < 8; ++s) {
     const int ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 15) | ((b.scales_h >> (2 * s)) & 3) << 4;
     u.sc[2 * s] = u.sc[2 * s + 1] = static_cast<int16_t>(ls - 32);
     for (int j = 0; j < 16; ++j) {
-      u.q[32 * s + j] = kIQ4NLValues[b.qs[16 * s + j] & 15];
-      u.q[32 * s + j + 16] = kIQ4NLValues[b.qs[16 * s + j] >> 4];
+      u.q[32 * s + j] = kLevels[b.qs[16 * s + j] & 15];
+      u.q[32 * s + j + 16] = kLevels[b.qs[16 * s + j] >> 4];
     }
   }
   u.d = fp16_to_fp32(b.d);
 }
+void unpack(const BlockIQ4_XS& b, UnpackedK& u) { unpack_iq4_xs_layout(b, u); }
+void unpack(const BlockIQ3_S_WIDE& b, UnpackedK& u) { unpack_iq4_xs_layout(b, u); }
 
 // IQ3_XXS: db = d (0.5 + s) / 2 = (d / 4) (2s + 1), an integer scale.
 void unpack(const BlockIQ3_XXS& b, UnpackedK& u) {
@@ -289,6 +293,7 @@ GemmKernel gemm_kernel_scalar(DType t) {
     case DType::Q5_K: return {gemm<dot_k<BlockQ5_K, true>>, F::kQ8_K};
     case DType::Q6_K: return {gemm<dot_k<BlockQ6_K, false>>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm<dot_k<BlockIQ4_XS, false>>, F::kQ8_K};
+    case DType::IQ3_S_WIDE: return {gemm<dot_k<BlockIQ3_S_WIDE, false>>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm<dot_k<BlockIQ3_XXS, false>>, F::kQ8_K};
     case DType::IQ3_S: return {gemm<dot_k<BlockIQ3_S, false>>, F::kQ8_K};
     case DType::TQ1_0: return {gemm<dot_k<BlockTQ1_0, false>>, F::kQ8_K};

@@ -37,6 +37,39 @@ BlockTQ2_0 tq1_0_to_tq2_0(const BlockTQ1_0& in) {
   return out;
 }
 
+// IQ3_S -> IQ3_S_WIDE: each value sign x magnitude (the grid bytes are odd,
+// 1..15) as the level (value + 15) / 2 of kIQ3SWideLevels, in IQ4_XS's
+// nibble order (value j of a group in the low nibble of byte j, j + 16 in
+// its high one); each scale s (standing for 1 + 2s) as IQ4_XS's ls = 33 +
+// 2s, so that ls - 32 is the same factor; the same d. Dequantizing gives
+// the same floats: d x (1 + 2s) x value either way.
+BlockIQ3_S_WIDE iq3_s_to_wide(const BlockIQ3_S& in) {
+  BlockIQ3_S_WIDE out{};
+  out.d = in.d;
+  for (int g = 0; g < kQK_K / 32; ++g) {
+    const int ls = 33 + 2 * ((in.scales[g / 2] >> (4 * (g % 2))) & 0xf);
+    out.scales_l[g / 2] |= static_cast<uint8_t>((ls & 0xf) << (4 * (g % 2)));
+    out.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * g));
+    for (int j = 0; j < 32; ++j) {
+      const uint32_t entry = detail::kIQ3SGrid[detail::iq3s_index(in.qs, in.qh, g, j / 4)];
+      const int magnitude = detail::grid_byte(entry, j % 4);
+      const int value = (in.signs[4 * g + j / 8] >> (j % 8)) & 1 ? -magnitude : magnitude;
+      out.qs[16 * g + j % 16] |= static_cast<uint8_t>(((value + 15) / 2) << (j < 16 ? 0 : 4));
+    }
+  }
+  return out;
+}
+
+template <class From, class To, To (*kWiden)(const From&)>
+void widen_blocks(const std::byte* src, std::byte* dst, int64_t blocks) {
+  for (int64_t i = 0; i < blocks; ++i) {
+    From in;
+    std::memcpy(&in, src + i * sizeof(From), sizeof(in));
+    const To out = kWiden(in);
+    std::memcpy(dst + i * sizeof(To), &out, sizeof(out));
+  }
+}
+
 }  // namespace
 
 std::optional<DType> widened_type(DType t, Isa isa) {
@@ -44,20 +77,17 @@ std::optional<DType> widened_type(DType t, Isa isa) {
   // reads every format as stored. NEON has no kernel for either format yet.
   const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAvx512Vnni || isa == Isa::kAvx512Bf16;
   if (x86 && t == DType::TQ1_0) return DType::TQ2_0;
+  if (x86 && t == DType::IQ3_S) return DType::IQ3_S_WIDE;
   return std::nullopt;
 }
 
 void widen_rows(DType from, const std::byte* src, DType to, std::byte* dst, int64_t n_rows, int64_t k) {
-  if (from != DType::TQ1_0 || to != DType::TQ2_0) {
-    throw Error("widen_rows: no widening of " + std::string(dtype_name(from)) + " into " + std::string(dtype_name(to)));
-  }
   const int64_t blocks = n_rows * (k / kQK_K);
-  for (int64_t i = 0; i < blocks; ++i) {
-    BlockTQ1_0 in;
-    std::memcpy(&in, src + i * sizeof(BlockTQ1_0), sizeof(in));
-    const BlockTQ2_0 out = tq1_0_to_tq2_0(in);
-    std::memcpy(dst + i * sizeof(BlockTQ2_0), &out, sizeof(out));
+  if (from == DType::TQ1_0 && to == DType::TQ2_0) return widen_blocks<BlockTQ1_0, BlockTQ2_0, tq1_0_to_tq2_0>(src, dst, blocks);
+  if (from == DType::IQ3_S && to == DType::IQ3_S_WIDE) {
+    return widen_blocks<BlockIQ3_S, BlockIQ3_S_WIDE, iq3_s_to_wide>(src, dst, blocks);
   }
+  throw Error("widen_rows: no widening of " + std::string(dtype_name(from)) + " into " + std::string(dtype_name(to)));
 }
 
 }  // namespace tokamak::kernels

@@ -7,6 +7,10 @@
 //   TQ1_0 -> TQ2_0 (1.69 -> 2.06 bits a weight, +22%): five base-3 digits
 //     per byte take ~12 instructions per 32 values to read out (AVX2 has no
 //     byte multiply), TQ2_0's 2-bit lines 3; the same trits and d.
+//   IQ3_S -> IQ3_S_WIDE (3.44 -> 4.25 bits, +24%): a codebook of 512 entries
+//     of 4 magnitudes, looked up one entry at a time (~30 instructions per 32
+//     values), and sign bits, against IQ4_XS's layout (a 16-entry table in a
+//     register: 2 instructions) with IQ3_S's 16 signed levels -15, -13, .., 15.
 //
 // Model::load applies widened_type/widen_rows to the matmul weights (the
 // layer matrices and an untied LM head) when the extra bytes fit its memory

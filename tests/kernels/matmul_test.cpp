@@ -27,6 +27,7 @@
 #include "kernels/matmul_kernels.h"
 #include "kernels/quants.h"
 #include "kernels/quants_blocks.h"
+#include "kernels/widen.h"
 
 namespace tokamak::kernels {
 namespace {
@@ -35,7 +36,8 @@ using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,  DType::Q5_0,
                         DType::Q5_1, DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,  DType::Q5_K,
-                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0, DType::TQ2_0};
+                        DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0, DType::TQ2_0,
+                        DType::IQ3_S_WIDE};
 
 int64_t block_size(DType t) { return dtype_traits(t).block_size; }
 
@@ -53,6 +55,12 @@ void put_u16(std::byte* p, uint16_t v) { std::memcpy(p, &v, sizeof(v)); }
 
 // Weights [rows, k] of type t in `out` (row-major, rows packed).
 std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
+  if (t == DType::IQ3_S_WIDE) {  // what loading makes of IQ3_S weights
+    const std::vector<std::byte> compact = make_weights(DType::IQ3_S, rows, k, exact, rng);
+    std::vector<std::byte> w(row_bytes(t, k) * static_cast<size_t>(rows));
+    widen_rows(DType::IQ3_S, compact.data(), t, w.data(), rows, k);
+    return w;
+  }
   const size_t row_size = row_bytes(t, k);
   std::vector<std::byte> w(row_size * static_cast<size_t>(rows));
   std::normal_distribution<float> normal(0.0f, 1.0f);

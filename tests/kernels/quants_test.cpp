@@ -293,25 +293,31 @@ TEST(Quants, RejectsPartialBlocks) {
 // from 243 up is no base-3 number of 5 digits, but it still dequantizes to
 // some trits): widening keeps whatever the stored bytes say.
 TEST(Quants, WideningKeepsTheValuesOfAnyBytes) {
-  const std::vector<std::pair<DType, DType>> widenings = {{DType::TQ1_0, DType::TQ2_0}};
+  struct Widening {
+    DType from, to;
+    size_t d_at;  // where a block's fp16 d lies
+  };
+  const std::vector<Widening> widenings = {{DType::TQ1_0, DType::TQ2_0, offsetof(BlockTQ1_0, d)},
+                                           {DType::IQ3_S, DType::IQ3_S_WIDE, offsetof(BlockIQ3_S, d)}};
   for (const Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
-    for (const auto& [from, to] : widenings) EXPECT_EQ(widened_type(from, isa), to) << isa_name(isa);
+    for (const Widening& w : widenings) EXPECT_EQ(widened_type(w.from, isa), w.to) << isa_name(isa);
   }
-  EXPECT_EQ(widened_type(DType::TQ1_0, Isa::kScalar), std::nullopt) << "the scalar reference reads every format as stored";
-  for (const auto& [from, to] : widenings) {
-    SCOPED_TRACE(std::string(dtype_name(from)));
+  for (const Widening& w : widenings) {
+    SCOPED_TRACE(std::string(dtype_name(w.from)));
+    EXPECT_EQ(widened_type(w.from, Isa::kScalar), std::nullopt) << "the scalar reference reads every format as stored";
     constexpr int64_t k = 4 * 256, rows = 3;
-    std::vector<uint8_t> bytes(row_bytes(from, k) * rows);
+    std::vector<uint8_t> bytes(row_bytes(w.from, k) * rows);
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + i / 7);
-    // Keep the fp16 scales finite and varied: d of block b at its last 2 bytes.
-    const size_t bb = dtype_traits(from).block_bytes;
+    // Finite, varied fp16 scales.
+    const size_t bb = dtype_traits(w.from).block_bytes;
     for (size_t b = 0; b < bytes.size() / bb; ++b) {
-      bytes[(b + 1) * bb - 2] = static_cast<uint8_t>(b * 17);
-      bytes[(b + 1) * bb - 1] = static_cast<uint8_t>(0x30 + b % 8);
+      bytes[b * bb + w.d_at] = static_cast<uint8_t>(b * 17);
+      bytes[b * bb + w.d_at + 1] = static_cast<uint8_t>(0x30 + b % 8);
     }
-    std::vector<uint8_t> wide(row_bytes(to, k) * rows);
-    widen_rows(from, reinterpret_cast<const std::byte*>(bytes.data()), to, reinterpret_cast<std::byte*>(wide.data()), rows, k);
-    const std::string mismatch = first_bit_mismatch(dequantize_tensor(to, wide, k, rows), dequantize_tensor(from, bytes, k, rows));
+    std::vector<uint8_t> wide(row_bytes(w.to, k) * rows);
+    widen_rows(w.from, reinterpret_cast<const std::byte*>(bytes.data()), w.to, reinterpret_cast<std::byte*>(wide.data()), rows, k);
+    const std::string mismatch =
+        first_bit_mismatch(dequantize_tensor(w.to, wide, k, rows), dequantize_tensor(w.from, bytes, k, rows));
     EXPECT_TRUE(mismatch.empty()) << mismatch;
   }
 }
