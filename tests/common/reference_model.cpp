@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <cstring>
 #include <stdexcept>
 
+#include "core/half.h"
 #include "kernels/quants.h"
 
 namespace tokamak::testing {
@@ -257,26 +259,42 @@ void write_random_model(const RandomModelSpec& s, const std::filesystem::path& p
     for (float& x : data) x = mean + sigma * normal(rng);
     w.add_tensor(name, DType::F32, ne, std::as_bytes(std::span(data)));
   };
+  // Random blocks of matrix_type: every byte random but each block's fp16 d,
+  // small enough that the activations stay in a sane range.
+  auto add_matrix = [&](const std::string& name, std::vector<int64_t> ne, float sigma) {
+    if (s.matrix_type == DType::F32) return add(name, ne, sigma, 0.0f);
+    size_t d_at = 0;
+    if (s.matrix_type == DType::TQ1_0) d_at = 52;
+    else if (s.matrix_type != DType::IQ3_S) throw std::runtime_error("write_random_model: no maker for " + std::string(dtype_name(s.matrix_type)));
+    std::vector<std::byte> data(row_bytes(s.matrix_type, ne[0]) * static_cast<size_t>(ne[1]));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (std::byte& b : data) b = static_cast<std::byte>(byte(rng));
+    const size_t bb = dtype_traits(s.matrix_type).block_bytes;
+    const float per_value = s.matrix_type == DType::TQ1_0 ? 1.0f : 8.0f;  // a typical |value| before d
+    const uint16_t d = fp32_to_fp16(sigma / per_value);
+    for (size_t off = 0; off < data.size(); off += bb) std::memcpy(data.data() + off + d_at, &d, sizeof(d));
+    w.add_tensor(name, s.matrix_type, ne, data);
+  };
   add("token_embd.weight", {s.n_embd, s.n_vocab}, 0.5f, 0.0f);
   add("output_norm.weight", {s.n_embd}, 0.05f, 1.0f);
-  if (!s.tied_output) add("output.weight", {s.n_embd, s.n_vocab}, 0.2f, 0.0f);
+  if (!s.tied_output) add_matrix("output.weight", {s.n_embd, s.n_vocab}, 0.2f);
   if (s.rope_freqs) add("rope_freqs.weight", {rope_dim / 2}, 0.5f, 2.0f);
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {s.n_embd}, 0.05f, 1.0f);
-    add(p + "attn_q.weight", {s.n_embd, s.n_heads * hd}, 0.2f, 0.0f);
-    add(p + "attn_k.weight", {s.n_embd, s.n_kv_heads * hd}, 0.2f, 0.0f);
-    add(p + "attn_v.weight", {s.n_embd, s.n_kv_heads * hd}, 0.2f, 0.0f);
+    add_matrix(p + "attn_q.weight", {s.n_embd, s.n_heads * hd}, 0.2f);
+    add_matrix(p + "attn_k.weight", {s.n_embd, s.n_kv_heads * hd}, 0.2f);
+    add_matrix(p + "attn_v.weight", {s.n_embd, s.n_kv_heads * hd}, 0.2f);
     if (s.qkv_bias) {
       add(p + "attn_q.bias", {s.n_heads * hd}, 0.1f, 0.0f);
       add(p + "attn_k.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f);
       add(p + "attn_v.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f);
     }
-    add(p + "attn_output.weight", {s.n_heads * hd, s.n_embd}, 0.2f, 0.0f);
+    add_matrix(p + "attn_output.weight", {s.n_heads * hd, s.n_embd}, 0.2f);
     add(p + "ffn_norm.weight", {s.n_embd}, 0.05f, 1.0f);
-    add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, 0.2f, 0.0f);
-    add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, 0.2f, 0.0f);
-    add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, 0.2f, 0.0f);
+    add_matrix(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, 0.2f);
+    add_matrix(p + "ffn_up.weight", {s.n_embd, s.n_ff}, 0.2f);
+    add_matrix(p + "ffn_down.weight", {s.n_ff, s.n_embd}, 0.2f);
   }
   w.write(path);
 }

@@ -36,9 +36,15 @@ struct RandomModelSpec {
   float attn_softcap = 0.0f, final_softcap = 0.0f;
   bool tied_output = false;
   uint32_t seed = 1;
+  // The layer matrices and an untied output: F32 N(0, 0.2) values, or random
+  // blocks of a format without a quantizer (IQ3_S, TQ1_0; n_embd and n_ff
+  // multiples of 256), whose values the reference reads through the
+  // dequantizers like any other.
+  DType matrix_type = DType::F32;
 };
 
-// Writes a GGUF with N(0, 0.1) matrices, 1 + N(0, 0.05) norms, F32 throughout.
+// Writes a GGUF with N(0, 0.1) matrices, 1 + N(0, 0.05) norms, F32 throughout
+// (but spec.matrix_type).
 void write_random_model(const RandomModelSpec& spec, const std::filesystem::path& path);
 
 // A small model with heads of 64 (4 query heads over 1 KV head, 2 layers,
