@@ -383,7 +383,7 @@ inline KPrep ternary_prep(const uint8_t* p, size_t d_at) {
 // TQ2_0: Q2_K's 2-bit layout without scales; the value is q - 1.
 struct DecTQ2_0 {
   static constexpr int kBytes = 66, kSubBlock = 32, kOffset = 1;
-  static constexpr bool kSigned = false, kHasMin = false;
+  static constexpr bool kSigned = false, kHasMin = false, kUnitScales = true;
   static constexpr bool kPredecode = false;
   static KPrep prep(const uint8_t* p) { return ternary_prep(p, 64); }
   static __m256i chunk(const KPrep& k, int c) {
@@ -434,8 +434,23 @@ struct DecTQ1_0 {
   }
 };
 
+// Formats whose quants are 0..3 and have no sub-block scales (TQ2_0): their
+// vpmaddubsw pairs (|q x| <= 2 x 3 x 128 = 768) add up in int16 over a whole
+// super-block (8 x 768 < 2^15), widened once by one vpmaddwd against ones
+// instead of once per 32 values against the scales.
+template <class Dec>
+constexpr bool unit_scales() {
+  if constexpr (requires { Dec::kUnitScales; }) {
+    return Dec::kUnitScales;
+  } else {
+    return false;
+  }
+}
+
 template <class Dec, int R, int T>
 void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y, int64_t ldy) {
+  constexpr bool kUnitScales = unit_scales<Dec>();
+  static_assert(!kUnitScales || (!Dec::kSigned && Dec::kSubBlock == 32));
   static_assert(Dec::kOffset == 0 || Dec::kOffset == 1 || Dec::kOffset == 4 || Dec::kOffset == 32);
   constexpr int kOffsetShift = Dec::kOffset == 4 ? 2 : Dec::kOffset == 32 ? 5 : 0;
   __m256 acc[R][T];
@@ -456,11 +471,15 @@ void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y
       __m256i q[R], scale[R];
       for (int r = 0; r < R; ++r) {
         q[r] = Dec::chunk(prep[r], c);
-        scale[r] = chunk_scales<Dec::kSubBlock>(prep[r].sc, c);
+        if constexpr (!kUnitScales) scale[r] = chunk_scales<Dec::kSubBlock>(prep[r].sc, c);
       }
       for (int t = 0; t < T; ++t) {
         const __m256i xq = load256(x.qs(t) + 256 * sb + 32 * c);
         for (int r = 0; r < R; ++r) {
+          if constexpr (kUnitScales) {  // int16 sums, widened after the last chunk
+            isum[r][t] = _mm256_add_epi16(isum[r][t], _mm256_maddubs_epi16(q[r], xq));
+            continue;
+          }
           const __m256i pairs = Dec::kSigned ? _mm256_maddubs_epi16(_mm256_sign_epi8(q[r], q[r]), _mm256_sign_epi8(xq, q[r]))
                                              : _mm256_maddubs_epi16(q[r], xq);
           isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(pairs, scale[r]));
@@ -472,6 +491,7 @@ void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y
       const __m256i bsums = load256(reinterpret_cast<const uint8_t*>(x.sums(t) + 16 * sb));
       for (int r = 0; r < R; ++r) {
         __m256i i = isum[r][t];
+        if constexpr (kUnitScales) i = _mm256_madd_epi16(i, _mm256_set1_epi16(1));
         if constexpr (Dec::kOffset != 0) i = _mm256_sub_epi32(i, _mm256_slli_epi32(_mm256_madd_epi16(prep[r].mn, bsums), kOffsetShift));
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(prep[r].d * dx), acc[r][t]);
         if constexpr (Dec::kHasMin) {

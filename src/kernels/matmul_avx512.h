@@ -400,6 +400,30 @@ struct DecIQ4_XSLayout {
   }
 };
 
+// Formats without sub-block scales (the ternary TQ2_0): their quants meet
+// the activations in one dot4, no scale multiply.
+template <class Dec>
+constexpr bool unit_scales() {
+  if constexpr (requires { Dec::kUnitScales; }) {
+    return Dec::kUnitScales;
+  } else {
+    return false;
+  }
+}
+template <class Dec>
+inline constexpr bool kUnitScales = unit_scales<Dec>();
+
+// TQ2_0: Q2_K's 2-bit lines without scales, the value q - 1, d last.
+struct DecTQ2_0 {
+  static constexpr int kBytes = 66, kSubBlock = 32, kOffset = 1;
+  static constexpr bool kSigned = false, kHasMin = false, kUnitScales = true;
+  static KPrep prep(const uint8_t* p) { return {p, _mm512_set1_epi16(1), _mm256_set1_epi16(1), fp16(load_u16(p + 64)), 0.0f}; }
+  static __m512i chunk(const KPrep& k, int c) {
+    const __m512i qs = bcast256(k.p + 32 * (c / 2));
+    return _mm512_and_si512(_mm512_srlv_epi16(qs, halves_epi16(4 * (c % 2), 4 * (c % 2) + 2)), _mm512_set1_epi8(3));
+  }
+};
+
 struct Q8KRows {
   const uint8_t* base;
   size_t stride;
@@ -412,8 +436,8 @@ struct Q8KRows {
 
 template <class Dec, class Dot, int R, int T>
 void tile_k(const uint8_t* w, size_t ws, const Q8KRows& x, int64_t n_sb, float* y, int64_t ldy) {
-  static_assert(Dec::kOffset == 0 || Dec::kOffset == 4 || Dec::kOffset == 32);
-  constexpr int kOffsetShift = Dec::kOffset == 4 ? 2 : 5;
+  static_assert(Dec::kOffset == 0 || Dec::kOffset == 1 || Dec::kOffset == 4 || Dec::kOffset == 32);
+  constexpr int kOffsetShift = Dec::kOffset == 1 ? 0 : Dec::kOffset == 4 ? 2 : 5;
   const __m512i zero = _mm512_setzero_si512();
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
@@ -430,6 +454,7 @@ void tile_k(const uint8_t* w, size_t ws, const Q8KRows& x, int64_t n_sb, float* 
       [[maybe_unused]] __mmask64 negative[R];
       for (int r = 0; r < R; ++r) {
         q[r] = Dec::chunk(prep[r], c);
+        if constexpr (kUnitScales<Dec>) continue;
         scale[r] = _mm512_permutexvar_epi16(_mm512_load_si512(kChunkScaleIdx<Dec::kSubBlock>[static_cast<size_t>(c)].data()), prep[r].sc);
         if constexpr (Dec::kSigned) {
           negative[r] = _mm512_movepi8_mask(q[r]);
@@ -439,6 +464,10 @@ void tile_k(const uint8_t* w, size_t ws, const Q8KRows& x, int64_t n_sb, float* 
       for (int t = 0; t < T; ++t) {
         const __m512i xq = _mm512_loadu_si512(x.qs(t) + 256 * sb + 64 * c);
         for (int r = 0; r < R; ++r) {
+          if constexpr (kUnitScales<Dec>) {
+            isum[r][t] = Dot::dot4(isum[r][t], q[r], xq);
+            continue;
+          }
           __m512i pairs;
           if constexpr (Dec::kSigned) {
             pairs = _mm512_maddubs_epi16(q[r], _mm512_mask_sub_epi8(xq, negative[r], zero, xq));
@@ -603,6 +632,7 @@ GemmKernel avx512_kernel(DType t) {
     case DType::Q6_K: return {gemm_k<DecQ6_K, Dot>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>, Dot>, F::kQ8_K};
     case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>, Dot>, F::kQ8_K};
+    case DType::TQ2_0: return {gemm_k<DecTQ2_0, Dot>, F::kQ8_K};
     default: return {};
   }
 }
