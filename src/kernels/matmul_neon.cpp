@@ -110,8 +110,9 @@ struct DecQ8_0 {
     return {{vld1q_s8(reinterpret_cast<const int8_t*>(p + 2)), vld1q_s8(reinterpret_cast<const int8_t*>(p + 18))}, fp16_to_fp32(load_u16(p)), 0.0f};
   }
 };
-inline Bytes32 iq4nl(const uint8_t* p) {
-  const int8x16_t values = vld1q_s8(kIQ4NLValues);
+// 32 nibbles looked up in a table of 16 levels (IQ4_NL's by default).
+inline Bytes32 iq4nl(const uint8_t* p, const int8_t* levels = kIQ4NLValues) {
+  const int8x16_t values = vld1q_s8(levels);
   const Bytes32 n = nibbles(p);
   return {vqtbl1q_s8(values, vreinterpretq_u8_s8(n.lo)), vqtbl1q_s8(values, vreinterpretq_u8_s8(n.hi))};
 }
@@ -305,7 +306,9 @@ struct DecQ6_K {
     return {vsubq_s8(vorrq_s8(lo.lo, h0), m32), vsubq_s8(vorrq_s8(lo.hi, h1), m32)};
   }
 };
-struct DecIQ4_XS {
+// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+template <class Block>
+struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136;
   static constexpr bool kHasMin = false;
   static KPrep prep(const uint8_t* p) {
@@ -319,7 +322,7 @@ struct DecIQ4_XS {
     k.d = fp16_to_fp32(load_u16(p));
     return k;
   }
-  static Bytes32 chunk(const KPrep& k, int c) { return iq4nl(k.p + 8 + 16 * c); }
+  static Bytes32 chunk(const KPrep& k, int c) { return iq4nl(k.p + 8 + 16 * c, kLevelsOf<Block>); }
 };
 
 template <class Dec, int R, int T>
@@ -479,7 +482,8 @@ GemmKernel gemm_kernel_neon(DType t) {
     case DType::Q4_K: return {gemm_k<DecQ4_K>, F::kQ8_K};
     case DType::Q5_K: return {gemm_k<DecQ5_K>, F::kQ8_K};
     case DType::Q6_K: return {gemm_k<DecQ6_K>, F::kQ8_K};
-    case DType::IQ4_XS: return {gemm_k<DecIQ4_XS>, F::kQ8_K};
+    case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>>, F::kQ8_K};
+    case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>>, F::kQ8_K};
     default: return {};
   }
 }

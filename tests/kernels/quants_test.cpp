@@ -305,6 +305,8 @@ TEST(Quants, WideningKeepsTheValuesOfAnyBytes) {
   for (const Widening& w : widenings) {
     SCOPED_TRACE(std::string(dtype_name(w.from)));
     EXPECT_EQ(widened_type(w.from, Isa::kScalar), std::nullopt) << "the scalar reference reads every format as stored";
+    EXPECT_EQ(widened_type(w.from, Isa::kNeon), w.from == DType::IQ3_S ? std::optional(w.to) : std::nullopt)
+        << "NEON has IQ4_XS's kernel and no ternary one";
     constexpr int64_t k = 4 * 256, rows = 3;
     std::vector<uint8_t> bytes(row_bytes(w.from, k) * rows);
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + i / 7);
