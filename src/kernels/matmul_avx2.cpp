@@ -434,19 +434,10 @@ struct DecTQ1_0 {
   }
 };
 
-// Formats whose quants are 0..3 and have no sub-block scales (TQ2_0): their
-// vpmaddubsw pairs (|q x| <= 2 x 3 x 128 = 768) add up in int16 over a whole
-// super-block (8 x 768 < 2^15), widened once by one vpmaddwd against ones
-// instead of once per 32 values against the scales.
-template <class Dec>
-constexpr bool unit_scales() {
-  if constexpr (requires { Dec::kUnitScales; }) {
-    return Dec::kUnitScales;
-  } else {
-    return false;
-  }
-}
-
+// Formats whose quants are 0..3 and have no sub-block scales (TQ2_0,
+// unit_scales): their vpmaddubsw pairs (|q x| <= 2 x 3 x 128 = 768) add up in
+// int16 over a whole super-block (8 x 768 < 2^15), widened once by one
+// vpmaddwd against ones instead of once per 32 values against the scales.
 template <class Dec, int R, int T>
 void tile_k(const uint8_t* w, size_t ws, const Q8Rows& x, int64_t n_sb, float* y, int64_t ldy) {
   constexpr bool kUnitScales = unit_scales<Dec>();

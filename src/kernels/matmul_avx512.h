@@ -400,16 +400,8 @@ struct DecIQ4_XSLayout {
   }
 };
 
-// Formats without sub-block scales (the ternary TQ2_0): their quants meet
-// the activations in one dot4, no scale multiply.
-template <class Dec>
-constexpr bool unit_scales() {
-  if constexpr (requires { Dec::kUnitScales; }) {
-    return Dec::kUnitScales;
-  } else {
-    return false;
-  }
-}
+// Formats without sub-block scales (unit_scales: the ternary TQ2_0): their
+// quants meet the activations in one dot4, no scale multiply.
 template <class Dec>
 inline constexpr bool kUnitScales = unit_scales<Dec>();
 

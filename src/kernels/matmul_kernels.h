@@ -35,6 +35,18 @@ struct GemmArgs {
 
 using GemmFn = void (*)(const GemmArgs& args);
 
+// Whether a K-quant decoder (a Dec struct of the per-ISA kernels) declares
+// kUnitScales: a format without sub-block scales (TQ2_0), whose quants meet
+// the activations without a scale multiply.
+template <class Dec>
+constexpr bool unit_scales() {
+  if constexpr (requires { Dec::kUnitScales; }) {
+    return Dec::kUnitScales;
+  } else {
+    return false;
+  }
+}
+
 struct GemmKernel {
   GemmFn fn = nullptr;  // nullptr: this variant has no kernel for the type
   ActFormat act = ActFormat::kF32;

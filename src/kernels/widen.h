@@ -13,8 +13,11 @@
 //     register: 2 instructions) with IQ3_S's 16 signed levels -15, -13, .., 15.
 //
 // Model::load applies widened_type/widen_rows to the matmul weights (the
-// layer matrices and an untied LM head) when the extra bytes fit its memory
-// rule (model.cpp); `tokamak bench` reports the bytes a step then reads.
+// layer matrices and an untied LM head) for the variants with a fast kernel
+// for the wider format (the x86 ones; NEON for IQ3_S), when the new bytes fit
+// in half the memory available (model.cpp), and gives back the compact bytes
+// of its own copy of the file. `tokamak bench` reports the bytes a step then
+// reads and names the type "iq3_s (as iq3_s_wide)".
 #pragma once
 
 #include <cstddef>
