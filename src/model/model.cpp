@@ -139,6 +139,17 @@ Model Model::from_gguf(std::shared_ptr<const io::GgufFile> file, std::span<std::
   return m;
 }
 
+namespace {
+
+// t's bytes, writable, when they lie in `bytes` (memory the model owns);
+// else null.
+std::byte* within(std::span<std::byte> bytes, const TensorView& t) {
+  if (bytes.empty() || t.data < bytes.data() || t.data + t.n_bytes() > bytes.data() + bytes.size()) return nullptr;
+  return bytes.data() + (t.data - bytes.data());
+}
+
+}  // namespace
+
 std::vector<TensorView*> Model::matmul_weights() {
   std::vector<TensorView*> out;
   for (LayerWeights& l : weights_.layers) {
@@ -170,12 +181,10 @@ void Model::widen_weights(kernels::Isa isa, std::span<std::byte> writable) {
     std::byte* dst = buffer->data() + used;
     used += row_bytes(to, t->ne[0]) * static_cast<size_t>(t->n_rows());
     kernels::widen_rows(t->type, t->data, to, dst, t->n_rows(), t->ne[0]);
-    // The compact bytes are read no more: in this model's own copy of the
-    // file they would stay resident (mapped pages the kernel can evict).
-    const auto* in_copy = t->data;
-    if (!writable.empty() && in_copy >= writable.data() && in_copy + t->n_bytes() <= writable.data() + writable.size()) {
-      release_pages(writable.data() + (in_copy - writable.data()), t->n_bytes());
-    }
+    // Nothing reads the compact bytes again. In the model's own copy of the
+    // file they would stay resident, so they go back to the system; pages of
+    // a mapped file are the page cache's to evict.
+    if (std::byte* own = within(writable, *t)) release_pages(own, t->n_bytes());
     t->data = dst;
     t->type = to;
   }
@@ -191,14 +200,10 @@ void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) 
 
   // Repacked in place where the bytes are this model's own: its copy of the
   // file, or the widened weights.
-  auto in = [](std::span<std::byte> s, const TensorView& t) {
-    return !s.empty() && t.data >= s.data() && t.data + t.n_bytes() <= s.data() + s.size();
-  };
   const std::span<std::byte> widened = widened_ ? std::span<std::byte>(widened_->data(), widened_->size()) : std::span<std::byte>{};
-  auto own = [&](const TensorView& t) -> std::byte* {
-    if (in(writable, t)) return writable.data() + (t.data - writable.data());
-    if (in(widened, t)) return widened.data() + (t.data - widened.data());
-    return nullptr;
+  auto own = [&](const TensorView& t) {
+    std::byte* p = within(writable, t);
+    return p != nullptr ? p : within(widened, t);
   };
   size_t owned_bytes = 0;
   for (const TensorView* t : targets) {
