@@ -1,7 +1,6 @@
 #include "core/huge_pages.h"
 
 #include <sys/mman.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,12 +58,6 @@ HugePageBuffer::~HugePageBuffer() {
 
 void HugePageBuffer::make_read_only(bool read_only) {
   if (base_ != nullptr) ::mprotect(base_, span_, read_only ? PROT_READ : PROT_READ | PROT_WRITE);
-}
-
-size_t available_memory_bytes() {
-  struct sysinfo si {};
-  if (::sysinfo(&si) != 0) return 0;
-  return static_cast<size_t>((uint64_t{si.freeram} + si.bufferram) * si.mem_unit);
 }
 
 void release_pages(std::byte* p, size_t n) {

@@ -39,9 +39,6 @@ class HugePageBuffer {
   size_t size_ = 0;
 };
 
-// Bytes of memory free or in buffers now (sysinfo): what a load may plan on.
-size_t available_memory_bytes();
-
 // Gives the whole pages inside [p, p + n) of anonymous memory back to the
 // system (they read as zeros if touched again): bytes a model no longer
 // reads, such as weights it keeps in another format.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 
 namespace tokamak {
 
@@ -20,7 +21,8 @@ namespace {
 constexpr size_t kAutoMinBytes = size_t{64} << 20;
 
 bool auto_wants_copy(size_t size) {
-  return size >= kAutoMinBytes && size <= available_memory_bytes() / 2;
+  const std::optional<int64_t> available = memory_available_bytes();
+  return size >= kAutoMinBytes && available && size <= static_cast<uint64_t>(*available) / 2;
 }
 
 }  // namespace

@@ -22,8 +22,9 @@ enum class MapMode {
   // a copy at load (page cache speed) and memory that cannot be evicted.
   kHugePageCopy,
   // kHugePageCopy for files from 64 MiB up to half of the memory available
-  // now, else kMapped: model weights that decode streams, without risking
-  // memory on files close to the machine's size.
+  // now (MemAvailable, core/memory_info.h), else kMapped: model weights that
+  // decode streams, without risking memory on files close to the machine's
+  // size.
   kAuto,
 };
 

@@ -3,11 +3,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <string>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 
 namespace tokamak::kv {
 namespace {
@@ -65,23 +65,7 @@ KvMemory parse_kv_memory(std::string_view text) {
 }
 
 int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    constexpr std::string_view kKey = "MemAvailable:";
-    if (line.compare(0, kKey.size(), kKey) != 0) continue;
-    size_t i = kKey.size();
-    while (i < line.size() && line[i] == ' ') ++i;
-    int64_t kib = 0;
-    size_t n = 0;
-    while (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])) && n < 15) {
-      kib = kib * 10 + (line[i] - '0');
-      ++i;
-      ++n;
-    }
-    if (n == 0 || line.compare(i, 3, " kB") != 0) break;
-    return kib * 1024;
-  }
+  if (const std::optional<int64_t> bytes = memory_available_bytes()) return *bytes;
   throw Error("/proc/meminfo: no MemAvailable line; give the KV memory as a size instead of a percentage");
 }
 

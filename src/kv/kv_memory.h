@@ -18,8 +18,8 @@ struct KvMemory {
 // optional "iB" or "B"), or "80%". Throws tokamak::Error quoting the text.
 KvMemory parse_kv_memory(std::string_view text);
 
-// MemAvailable of /proc/meminfo, in bytes. Throws tokamak::Error when the
-// file is missing or has no well-formed MemAvailable line.
+// memory_available_bytes (core/memory_info.h). Throws tokamak::Error when
+// /proc/meminfo has no well-formed MemAvailable line.
 int64_t available_memory_bytes();
 
 // The budget in bytes (a fraction is resolved against available_memory_bytes()).

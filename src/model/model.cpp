@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "kernels/interleave.h"
@@ -174,7 +175,8 @@ void Model::widen_weights(kernels::Isa isa, std::span<std::byte> writable) {
   // The rule of MapMode::kAuto's copy: the new bytes may take up to half of
   // the memory available now; a model close to the machine's size keeps its
   // compact format (and the speed of its kernels).
-  if (targets.empty() || widened_bytes > available_memory_bytes() / 2) return;
+  const std::optional<int64_t> available = memory_available_bytes();
+  if (targets.empty() || !available || widened_bytes > static_cast<uint64_t>(*available) / 2) return;
   auto buffer = std::make_shared<HugePageBuffer>(widened_bytes, "widened weights");
   size_t used = 0;
   for (auto [t, to] : targets) {

@@ -2,12 +2,15 @@
 // on a 2 MiB boundary, and kAuto keeps small files mapped.
 #include <gtest/gtest.h>
 
+#include <sys/sysinfo.h>
+
 #include <cstring>
 #include <fstream>
 
 #include "common/test_data.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/memory_info.h"
 
 namespace tokamak {
 namespace {
@@ -40,6 +43,17 @@ TEST(MappedFile, AutoKeepsSmallFilesMappedAndEmptyFilesWork) {
   }
   EXPECT_THROW(MappedFile::open(empty.string() + ".missing", MapMode::kHugePageCopy), Error);
   std::filesystem::remove(empty);
+}
+
+// What kAuto (and widened weights) plan on: MemAvailable, somewhere between
+// 0 and the machine's RAM as sysinfo counts it.
+TEST(MemoryInfo, AvailableIsPositiveAndAtMostTheRam) {
+  const std::optional<int64_t> available = memory_available_bytes();
+  ASSERT_TRUE(available.has_value()) << "/proc/meminfo has no MemAvailable line";
+  struct sysinfo si {};
+  ASSERT_EQ(::sysinfo(&si), 0);
+  EXPECT_GT(*available, 0);
+  EXPECT_LE(static_cast<uint64_t>(*available), uint64_t{si.totalram} * si.mem_unit);
 }
 
 }  // namespace
