@@ -1,10 +1,13 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/memory_info.h"
@@ -149,6 +152,24 @@ std::byte* within(std::span<std::byte> bytes, const TensorView& t) {
   return bytes.data() + (t.data - bytes.data());
 }
 
+// kernels::widen_rows of all of t into dst, its rows split between the
+// machine's cores (a load widens every block of the model: ~0.3 s for a
+// 1.1B IQ3_S on one core).
+void widen_in_parallel(const TensorView& t, DType to, std::byte* dst) {
+  const int64_t rows = t.n_rows();
+  const int64_t parts = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, rows / 64));
+  const size_t from_row = t.row_stride(), to_row = row_bytes(to, t.ne[0]);
+  auto part = [&](int64_t p) {
+    const int64_t begin = rows * p / parts, end = rows * (p + 1) / parts;
+    kernels::widen_rows(t.type, t.data + static_cast<size_t>(begin) * from_row, to, dst + static_cast<size_t>(begin) * to_row,
+                        end - begin, t.ne[0]);
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t p = 1; p < parts; ++p) helpers.emplace_back(part, p);
+  part(0);
+  for (std::thread& h : helpers) h.join();
+}
+
 }  // namespace
 
 std::vector<TensorView*> Model::matmul_weights() {
@@ -182,7 +203,7 @@ void Model::widen_weights(kernels::Isa isa, std::span<std::byte> writable) {
   for (auto [t, to] : targets) {
     std::byte* dst = buffer->data() + used;
     used += row_bytes(to, t->ne[0]) * static_cast<size_t>(t->n_rows());
-    kernels::widen_rows(t->type, t->data, to, dst, t->n_rows(), t->ne[0]);
+    widen_in_parallel(*t, to, dst);
     // Nothing reads the compact bytes again. In the model's own copy of the
     // file they would stay resident, so they go back to the system; pages of
     // a mapped file are the page cache's to evict.
