@@ -129,8 +129,8 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
-static_assert(sizeof(BlockIQ4_XS) == 136 && sizeof(BlockIQ3_S_WIDE) == 136 && sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 &&
-              sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66);
+static_assert(sizeof(BlockIQ4_XS) == 136 && sizeof(BlockIQ3_S_WIDE) == 136 && sizeof(BlockIQ3_XXS) == 98 &&
+              sizeof(BlockIQ3_S) == 110 && sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66);
 static_assert(offsetof(BlockQ6_K, d) == 208 && offsetof(BlockQ3_K, d) == 108 && offsetof(BlockTQ1_0, d) == 52);
 
 // The 16 levels of IQ4_NL / IQ4_XS (non-uniform, denser near zero).

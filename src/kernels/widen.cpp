@@ -71,7 +71,9 @@ const Iq3sTables& iq3s_tables() {
   static const Iq3sTables t = [] {
     Iq3sTables x{};
     for (int i = 0; i < 512; ++i) {
-      for (int k = 0; k < 4; ++k) x.levels[i] |= static_cast<uint32_t>((detail::grid_byte(detail::kIQ3SGrid[i], k) + 15) / 2) << (8 * k);
+      for (int k = 0; k < 4; ++k) {
+        x.levels[i] |= static_cast<uint32_t>((detail::grid_byte(detail::kIQ3SGrid[i], k) + 15) / 2) << (8 * k);
+      }
     }
     for (int s = 0; s < 256; ++s) {
       for (int j = 0; j < 8; ++j) x.flip[s] |= static_cast<uint64_t>((s >> j) & 1 ? 0x0F : 0) << (8 * j);

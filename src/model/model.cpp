@@ -223,7 +223,8 @@ void Model::interleave_weights(kernels::Isa isa, std::span<std::byte> writable) 
 
   // Repacked in place where the bytes are this model's own: its copy of the
   // file, or the widened weights.
-  const std::span<std::byte> widened = widened_ ? std::span<std::byte>(widened_->data(), widened_->size()) : std::span<std::byte>{};
+  const std::span<std::byte> widened =
+      widened_ ? std::span<std::byte>(widened_->data(), widened_->size()) : std::span<std::byte>{};
   auto own = [&](const TensorView& t) {
     std::byte* p = within(writable, t);
     return p != nullptr ? p : within(widened, t);
