@@ -14,7 +14,7 @@ struct Entry {
 };
 
 // Block sizes and byte counts follow ggml's block_* structs.
-constexpr std::array<Entry, 32> kTypes{{
+constexpr std::array<Entry, 33> kTypes{{
     {0, {"f32", 1, 4}},
     {1, {"f16", 1, 2}},
     {2, {"q4_0", 32, 2 + 16}},
@@ -47,6 +47,7 @@ constexpr std::array<Entry, 32> kTypes{{
     {34, {"tq1_0", 256, (kQK_K - 4 * kQK_K / 64) / 5 + kQK_K / 64 + 2}},
     {35, {"tq2_0", 256, kQK_K / 4 + 2}},
     {kFirstInternalDType, {"iq3_s_wide", 256, 2 + 2 + kQK_K / 64 + kQK_K / 2}},
+    {kFirstInternalDType + 1, {"iq3_xxs_wide", 256, 2 + 2 + kQK_K / 64 + kQK_K / 2}},
 }};
 
 const Entry* find_entry(uint32_t id) {

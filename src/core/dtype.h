@@ -25,6 +25,10 @@ enum class DType : uint32_t {
   // read from or written to a file. IQ3_S_WIDE: IQ4_XS's layout with IQ3_S's
   // 16 levels (kIQ3SWideLevels) and its scales 1 + 2s stored as 33 + 2s.
   IQ3_S_WIDE = kFirstInternalDType,
+  // IQ3_XXS_WIDE: IQ4_XS's layout with IQ3_XXS's 16 levels (kIQ3XXSWideLevels),
+  // its scales 2s + 1 as 33 + 2s, and d / 4 (exact: a power of two) as the
+  // block's scale.
+  IQ3_XXS_WIDE,
 };
 
 struct DTypeTraits {

@@ -15,7 +15,7 @@ namespace {
 
 // A format with another's byte layout (its values read with other levels)
 // interleaves as that one does.
-DType layout_of(DType t) { return t == DType::IQ3_S_WIDE ? DType::IQ4_XS : t; }
+DType layout_of(DType t) { return t == DType::IQ3_S_WIDE || t == DType::IQ3_XXS_WIDE ? DType::IQ4_XS : t; }
 
 // Where a 32-element format's fields sit in a plain block and in a group's
 // block image (kernels/interleave.h): an fp16 min (Q4_1, Q5_1), 4 bytes of

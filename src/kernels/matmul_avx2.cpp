@@ -313,7 +313,7 @@ struct DecIQ4_XSLayout {
     const uint64_t lo = _pdep_u64(load_u32(p + 4), 0x0F0F0F0F0F0F0F0Full);
     const uint64_t hi = _pdep_u64(load_u16(p + 2), 0x3030303030303030ull);
     const __m128i sc = _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(lo | hi))), _mm_set1_epi16(32));
-    return {p, _mm256_broadcastsi128_si256(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
+    return {p, _mm256_broadcastsi128_si256(sc), _mm256_setzero_si256(), fp16(load_u16(p)) * kDScaleOf<Block>, 0.0f};
   }
   static __m256i chunk(const KPrep& k, int c) {
     return _mm256_shuffle_epi8(levels(kLevelsOf<Block>), nibbles(load128(k.p + 8 + 16 * c)));
@@ -688,6 +688,7 @@ GemmKernel gemm_kernel_avx2(DType t) {
     case DType::Q6_K: return {gemm_k<DecQ6_K>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>>, F::kQ8_K};
     case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>>, F::kQ8_K};
+    case DType::IQ3_XXS_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_XXS_WIDE>>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm_k<DecIQ3_XXS>, F::kQ8_K};
     case DType::IQ3_S: return {gemm_k<DecIQ3_S>, F::kQ8_K};
     case DType::TQ1_0: return {gemm_k<DecTQ1_0>, F::kQ8_K};

@@ -543,7 +543,7 @@ void group_tile_iq4_xs(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t
         }
       }
     }
-    const __m256 d = _mm256_cvtph_ps(load128(p));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(load128(p)), _mm256_set1_ps(kDScaleOf<Block>));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_set1_ps(x.d(t0 + t)[sb])), acc[t]);
@@ -782,6 +782,7 @@ GemmKernel gemm_kernel_avx2_interleaved(DType t) {
     case DType::Q4_K: return {gemm_k_quant<Q4_KUnpacked, Q4_Kx8>, ActFormat::kQ8_K, true};
     case DType::IQ4_XS: return {gemm_interleaved<IQ4_XSx8<BlockIQ4_XS>>, ActFormat::kQ8_K, true};
     case DType::IQ3_S_WIDE: return {gemm_interleaved<IQ4_XSx8<BlockIQ3_S_WIDE>>, ActFormat::kQ8_K, true};
+    case DType::IQ3_XXS_WIDE: return {gemm_interleaved<IQ4_XSx8<BlockIQ3_XXS_WIDE>>, ActFormat::kQ8_K, true};
     case DType::Q5_K: return {gemm_k_quant<Q5_KUnpacked, Q5_Kx8>, ActFormat::kQ8_K, true};
     case DType::Q6_K: return {gemm_k_quant<Q6_KUnpacked, Q6_Kx8>, ActFormat::kQ8_K, true};
     case DType::F16: return {gemm_interleaved_f<F16x8>, ActFormat::kF32RoundF16, true};

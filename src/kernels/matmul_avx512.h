@@ -389,7 +389,7 @@ struct DecIQ4_XSLayout {
     const uint64_t lo = _pdep_u64(load_u32(p + 4), 0x0F0F0F0F0F0F0F0Full);
     const uint64_t hi = _pdep_u64(load_u16(p + 2), 0x3030303030303030ull);
     const __m256i sc = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(lo | hi))), _mm256_set1_epi16(32));
-    return {p, _mm512_castsi256_si512(sc), _mm256_setzero_si256(), fp16(load_u16(p)), 0.0f};
+    return {p, _mm512_castsi256_si512(sc), _mm256_setzero_si256(), fp16(load_u16(p)) * kDScaleOf<Block>, 0.0f};
   }
   static __m512i chunk(const KPrep& k, int c) {
     const uint8_t* qs = k.p + 8 + 32 * c;
@@ -624,6 +624,7 @@ GemmKernel avx512_kernel(DType t) {
     case DType::Q6_K: return {gemm_k<DecQ6_K, Dot>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>, Dot>, F::kQ8_K};
     case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>, Dot>, F::kQ8_K};
+    case DType::IQ3_XXS_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_XXS_WIDE>, Dot>, F::kQ8_K};
     case DType::TQ2_0: return {gemm_k<DecTQ2_0, Dot>, F::kQ8_K};
     default: return {};
   }

@@ -354,7 +354,7 @@ void iq4_xs_pair_tile(const uint8_t* g, size_t group_bytes, int64_t n_sb, const 
     IQ4_XSPair<Block>::template sums<T>(
         p0, p1, [&](int t, int ib, int j) { return broadcast4_16(xq[t] + 32 * ib, j); },
         [&](int t, int c) { return broadcast4_16(bs[t], c); }, isum);
-    const __m512 d = fp16_halves(p0, p1);
+    const __m512 d = _mm512_mul_ps(fp16_halves(p0, p1), _mm512_set1_ps(kDScaleOf<Block>));
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(x.d(t0 + t)[sb])), acc[t]);
@@ -384,6 +384,7 @@ void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float
   const float* xd = x.d(0);
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
   __m256 acc = _mm256_setzero_ps();
+  const __m256 dscale = _mm256_set1_ps(kDScaleOf<Block>);
   for_each_block_pair<kBlock>(g, n_sb, 4, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
     const uint8_t* x0 = xq + 256 * sb;
     const uint8_t* x1 = both ? x0 + 256 : x0;
@@ -393,10 +394,10 @@ void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float
     IQ4_XSPair<Block>::template sums<1>(
         p0, p1, [&](int, int ib, int j) { return broadcast4_two(x0 + 32 * ib, x1 + 32 * ib, j); },
         [&](int, int c) { return broadcast4_two(b0, b1, c); }, &isum);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(isum)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[sb])), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(isum)), _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), dscale), _mm256_set1_ps(xd[sb])), acc);
     if (both) {
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high_half(isum)),
-                            _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), _mm256_set1_ps(xd[sb + 1])), acc);
+                            _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), dscale), _mm256_set1_ps(xd[sb + 1])), acc);
     }
   });
   _mm256_storeu_ps(y, acc);
@@ -427,6 +428,7 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
     case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
     case DType::IQ4_XS: return {gemm_iq4_xs_pairs<BlockIQ4_XS>, ActFormat::kQ8_K, true};
     case DType::IQ3_S_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_S_WIDE>, ActFormat::kQ8_K, true};
+    case DType::IQ3_XXS_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_XXS_WIDE>, ActFormat::kQ8_K, true};
     default: return gemm_kernel_avx512_vnni_kquants(t);
   }
 }

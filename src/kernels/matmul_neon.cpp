@@ -319,7 +319,7 @@ struct DecIQ4_XSLayout {
       const int ls = ((p[4 + s / 2] >> (4 * (s % 2))) & 15) | ((h >> (2 * s)) & 3) << 4;
       k.sc[2 * s] = k.sc[2 * s + 1] = static_cast<int16_t>(ls - 32);
     }
-    k.d = fp16_to_fp32(load_u16(p));
+    k.d = fp16_to_fp32(load_u16(p)) * kDScaleOf<Block>;
     return k;
   }
   static Bytes32 chunk(const KPrep& k, int c) { return iq4nl(k.p + 8 + 16 * c, kLevelsOf<Block>); }
@@ -484,6 +484,7 @@ GemmKernel gemm_kernel_neon(DType t) {
     case DType::Q6_K: return {gemm_k<DecQ6_K>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm_k<DecIQ4_XSLayout<BlockIQ4_XS>>, F::kQ8_K};
     case DType::IQ3_S_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_S_WIDE>>, F::kQ8_K};
+    case DType::IQ3_XXS_WIDE: return {gemm_k<DecIQ4_XSLayout<BlockIQ3_XXS_WIDE>>, F::kQ8_K};
     default: return {};
   }
 }

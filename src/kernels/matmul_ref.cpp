@@ -152,10 +152,11 @@ void unpack_iq4_xs_layout(const Block& b, UnpackedK& u) {
       u.q[32 * s + j + 16] = kLevels[b.qs[16 * s + j] >> 4];
     }
   }
-  u.d = fp16_to_fp32(b.d);
+  u.d = fp16_to_fp32(b.d) * kDScaleOf<Block>;
 }
 void unpack(const BlockIQ4_XS& b, UnpackedK& u) { unpack_iq4_xs_layout(b, u); }
 void unpack(const BlockIQ3_S_WIDE& b, UnpackedK& u) { unpack_iq4_xs_layout(b, u); }
+void unpack(const BlockIQ3_XXS_WIDE& b, UnpackedK& u) { unpack_iq4_xs_layout(b, u); }
 
 // IQ3_XXS: db = d (0.5 + s) / 2 = (d / 4) (2s + 1), an integer scale.
 void unpack(const BlockIQ3_XXS& b, UnpackedK& u) {
@@ -294,6 +295,7 @@ GemmKernel gemm_kernel_scalar(DType t) {
     case DType::Q6_K: return {gemm<dot_k<BlockQ6_K, false>>, F::kQ8_K};
     case DType::IQ4_XS: return {gemm<dot_k<BlockIQ4_XS, false>>, F::kQ8_K};
     case DType::IQ3_S_WIDE: return {gemm<dot_k<BlockIQ3_S_WIDE, false>>, F::kQ8_K};
+    case DType::IQ3_XXS_WIDE: return {gemm<dot_k<BlockIQ3_XXS_WIDE, false>>, F::kQ8_K};
     case DType::IQ3_XXS: return {gemm<dot_k<BlockIQ3_XXS, false>>, F::kQ8_K};
     case DType::IQ3_S: return {gemm<dot_k<BlockIQ3_S, false>>, F::kQ8_K};
     case DType::TQ1_0: return {gemm<dot_k<BlockTQ1_0, false>>, F::kQ8_K};

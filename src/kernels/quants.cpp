@@ -77,6 +77,7 @@ Kernels kernels_of(DType t) {
     case DType::IQ4_NL: return {dequant_iq4_nl, nullptr};
     case DType::IQ4_XS: return {dequant_iq4_xs, nullptr};
     case DType::IQ3_S_WIDE: return {dequant_iq3_s_wide, nullptr};
+    case DType::IQ3_XXS_WIDE: return {dequant_iq3_xxs_wide, nullptr};
     case DType::IQ3_XXS: return {dequant_iq3_xxs, nullptr};
     case DType::IQ3_S: return {dequant_iq3_s, nullptr};
     case DType::TQ1_0: return {dequant_tq1_0, nullptr};

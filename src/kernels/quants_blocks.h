@@ -98,6 +98,8 @@ struct BlockIQ4_XS {
 };
 // IQ3_S widened (kernels/widen.h): IQ4_XS's layout, the levels kIQ3SWideLevels.
 struct BlockIQ3_S_WIDE : BlockIQ4_XS {};
+// IQ3_XXS widened: IQ4_XS's layout, the levels kIQ3XXSWideLevels, d x 1/4.
+struct BlockIQ3_XXS_WIDE : BlockIQ4_XS {};
 // 8 groups of 32: qs[0..64) are grid indices (8 per group, 4 elements each);
 // qs[64..96) are one u32 per group: 4 x 7 sign bits, then a 4-bit scale.
 struct BlockIQ3_XXS {
@@ -129,7 +131,8 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
-static_assert(sizeof(BlockIQ4_XS) == 136 && sizeof(BlockIQ3_S_WIDE) == 136 && sizeof(BlockIQ3_XXS) == 98 &&
+static_assert(sizeof(BlockIQ4_XS) == 136 && sizeof(BlockIQ3_S_WIDE) == 136 && sizeof(BlockIQ3_XXS_WIDE) == 136 &&
+              sizeof(BlockIQ3_XXS) == 98 &&
               sizeof(BlockIQ3_S) == 110 && sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66);
 static_assert(offsetof(BlockQ6_K, d) == 208 && offsetof(BlockQ3_K, d) == 108 && offsetof(BlockTQ1_0, d) == 52);
 
@@ -139,8 +142,15 @@ inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 // The 16 signed values of IQ3_S: its codebook's magnitudes 1, 3, .., 15 with
 // either sign, level n standing for 2n - 15 (kernels/widen.h).
 inline constexpr int8_t kIQ3SWideLevels[16] = {-15, -13, -11, -9, -7, -5, -3, -1, 1, 3, 5, 7, 9, 11, 13, 15};
-// The levels of a format with IQ4_XS's layout.
+// The 16 signed values of IQ3_XXS: its codebook's 8 magnitudes with either
+// sign (level 8 + i for magnitude i, 7 - i for its negative).
+inline constexpr int8_t kIQ3XXSWideLevels[16] = {-62, -52, -44, -36, -28, -20, -12, -4, 4, 12, 20, 28, 36, 44, 52, 62};
+// The levels of a format with IQ4_XS's layout, and the factor on its d.
 template <class Block>
-inline constexpr const int8_t* kLevelsOf = std::is_same_v<Block, BlockIQ3_S_WIDE> ? kIQ3SWideLevels : kIQ4NLValues;
+inline constexpr const int8_t* kLevelsOf = std::is_same_v<Block, BlockIQ3_S_WIDE>     ? kIQ3SWideLevels
+                                           : std::is_same_v<Block, BlockIQ3_XXS_WIDE> ? kIQ3XXSWideLevels
+                                                                                      : kIQ4NLValues;
+template <class Block>
+inline constexpr float kDScaleOf = std::is_same_v<Block, BlockIQ3_XXS_WIDE> ? 0.25f : 1.0f;
 
 }  // namespace tokamak::kernels

@@ -106,6 +106,7 @@ void quant_q8_k(const float* src, void* dst, int64_t nb);
 // IQ and ternary formats (quants_iq.cpp).
 void dequant_iq4_xs(const void* src, float* dst, int64_t nb);
 void dequant_iq3_s_wide(const void* src, float* dst, int64_t nb);
+void dequant_iq3_xxs_wide(const void* src, float* dst, int64_t nb);
 void dequant_iq3_xxs(const void* src, float* dst, int64_t nb);
 void dequant_iq3_s(const void* src, float* dst, int64_t nb);
 void dequant_tq1_0(const void* src, float* dst, int64_t nb);

@@ -29,7 +29,7 @@ void dequant_iq4_xs_layout(const void* src, float* dst, int64_t nb) {
   constexpr const int8_t* kLevels = kLevelsOf<Block>;
   for (int64_t i = 0; i < nb; ++i) {
     const auto b = load_block<Block>(src, i);
-    const float d = fp16_to_fp32(b.d);
+    const float d = fp16_to_fp32(b.d) * kDScaleOf<Block>;
     for (int ib = 0; ib < kQK_K / 32; ++ib, dst += 32) {
       const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((b.scales_h >> (2 * ib)) & 3) << 4;
       const float dl = d * static_cast<float>(ls - 32);
@@ -46,6 +46,7 @@ void dequant_iq4_xs_layout(const void* src, float* dst, int64_t nb) {
 
 void dequant_iq4_xs(const void* src, float* dst, int64_t nb) { dequant_iq4_xs_layout<BlockIQ4_XS>(src, dst, nb); }
 void dequant_iq3_s_wide(const void* src, float* dst, int64_t nb) { dequant_iq4_xs_layout<BlockIQ3_S_WIDE>(src, dst, nb); }
+void dequant_iq3_xxs_wide(const void* src, float* dst, int64_t nb) { dequant_iq4_xs_layout<BlockIQ3_XXS_WIDE>(src, dst, nb); }
 
 void dequant_iq3_xxs(const void* src, float* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {

@@ -106,6 +106,53 @@ BlockIQ3_S_WIDE iq3_s_to_wide(const BlockIQ3_S& in) {
   return out;
 }
 
+// IQ3_XXS -> IQ3_XXS_WIDE: IQ3_XXS's value d (2s + 1) / 4 x sign x magnitude
+// (magnitudes 4, 12, .., 52, 62) as IQ4_XS's d' (ls - 32) x level with the
+// same fp16 d (its kernels take d / 4, exact), ls = 33 + 2s, and the level of
+// kIQ3XXSWideLevels: 8 + i for the i-th magnitude, 7 - i = (8 + i) ^ 15 for
+// its negative. Dequantizing gives the same floats (all products exact).
+struct Iq3xxsTables {
+  uint32_t levels[256];  // each grid entry's 4 positive levels as 4 bytes
+};
+const Iq3xxsTables& iq3xxs_tables() {
+  static const Iq3xxsTables t = [] {
+    Iq3xxsTables x{};
+    for (int i = 0; i < 256; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        const int magnitude = detail::grid_byte(detail::kIQ3XXSGrid[i], k);
+        int level = 0;
+        while (level < 8 && -kIQ3XXSWideLevels[7 - level] != magnitude) ++level;
+        x.levels[i] |= static_cast<uint32_t>(8 + level) << (8 * k);
+      }
+    }
+    return x;
+  }();
+  return t;
+}
+BlockIQ3_XXS_WIDE iq3_xxs_to_wide(const BlockIQ3_XXS& in) {
+  static_assert(std::endian::native == std::endian::little, "value j of a group is byte j of its words");
+  const Iq3xxsTables& t = iq3xxs_tables();
+  const Iq3sTables& signs = iq3s_tables();  // the flips of a sign byte
+  BlockIQ3_XXS_WIDE out{};
+  out.d = in.d;
+  for (int g = 0; g < kQK_K / 32; ++g) {
+    uint32_t aux;
+    std::memcpy(&aux, in.qs + 64 + 4 * g, sizeof(aux));
+    const int ls = 33 + 2 * static_cast<int>(aux >> 28);
+    out.scales_l[g / 2] |= static_cast<uint8_t>((ls & 0xf) << (4 * (g % 2)));
+    out.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * g));
+    uint64_t words[4];  // values 8w .. 8w + 7: grid entries 2w, 2w + 1 of the group
+    for (int w = 0; w < 4; ++w) {
+      const uint64_t lo = t.levels[in.qs[8 * g + 2 * w]];
+      const uint64_t hi = t.levels[in.qs[8 * g + 2 * w + 1]];
+      words[w] = (lo | hi << 32) ^ signs.flip[detail::even_parity_signs((aux >> (7 * w)) & 127)];
+    }
+    const uint64_t packed[2] = {words[0] | words[2] << 4, words[1] | words[3] << 4};
+    std::memcpy(out.qs + 16 * g, packed, sizeof(packed));
+  }
+  return out;
+}
+
 template <class From, class To, To (*kWiden)(const From&)>
 void widen_blocks(const std::byte* src, std::byte* dst, int64_t blocks) {
   for (int64_t i = 0; i < blocks; ++i) {
@@ -125,6 +172,7 @@ std::optional<DType> widened_type(DType t, Isa isa) {
   const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAvx512Vnni || isa == Isa::kAvx512Bf16;
   if (x86 && t == DType::TQ1_0) return DType::TQ2_0;
   if ((x86 || isa == Isa::kNeon) && t == DType::IQ3_S) return DType::IQ3_S_WIDE;
+  if ((x86 || isa == Isa::kNeon) && t == DType::IQ3_XXS) return DType::IQ3_XXS_WIDE;
   return std::nullopt;
 }
 
@@ -133,6 +181,9 @@ void widen_rows(DType from, const std::byte* src, DType to, std::byte* dst, int6
   if (from == DType::TQ1_0 && to == DType::TQ2_0) return widen_blocks<BlockTQ1_0, BlockTQ2_0, tq1_0_to_tq2_0>(src, dst, blocks);
   if (from == DType::IQ3_S && to == DType::IQ3_S_WIDE) {
     return widen_blocks<BlockIQ3_S, BlockIQ3_S_WIDE, iq3_s_to_wide>(src, dst, blocks);
+  }
+  if (from == DType::IQ3_XXS && to == DType::IQ3_XXS_WIDE) {
+    return widen_blocks<BlockIQ3_XXS, BlockIQ3_XXS_WIDE, iq3_xxs_to_wide>(src, dst, blocks);
   }
   throw Error("widen_rows: no widening of " + std::string(dtype_name(from)) + " into " + std::string(dtype_name(to)));
 }

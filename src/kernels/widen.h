@@ -11,6 +11,8 @@
 //     of 4 magnitudes, looked up one entry at a time (~30 instructions per 32
 //     values), and sign bits, against IQ4_XS's layout (a 16-entry table in a
 //     register: 2 instructions) with IQ3_S's 16 signed levels -15, -13, .., 15.
+//   IQ3_XXS -> IQ3_XXS_WIDE (3.06 -> 4.25 bits, +39%): the same for IQ3_XXS's
+//     codebook of 256 entries, its levels +-4, 12, .., 52, 62, and d / 4.
 //
 // Model::load applies widened_type/widen_rows to the matmul weights (the
 // layer matrices and an untied LM head) for the variants with a fast kernel

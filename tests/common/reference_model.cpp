@@ -265,12 +265,12 @@ void write_random_model(const RandomModelSpec& s, const std::filesystem::path& p
     if (s.matrix_type == DType::F32) return add(name, ne, sigma, 0.0f);
     size_t d_at = 0;
     if (s.matrix_type == DType::TQ1_0) d_at = 52;
-    else if (s.matrix_type != DType::IQ3_S) throw std::runtime_error("write_random_model: no maker for " + std::string(dtype_name(s.matrix_type)));
+    else if (s.matrix_type != DType::IQ3_S && s.matrix_type != DType::IQ3_XXS) throw std::runtime_error("write_random_model: no maker for " + std::string(dtype_name(s.matrix_type)));
     std::vector<std::byte> data(row_bytes(s.matrix_type, ne[0]) * static_cast<size_t>(ne[1]));
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::byte& b : data) b = static_cast<std::byte>(byte(rng));
     const size_t bb = dtype_traits(s.matrix_type).block_bytes;
-    const float per_value = s.matrix_type == DType::TQ1_0 ? 1.0f : 8.0f;  // a typical |value| before d
+    const float per_value = s.matrix_type == DType::TQ1_0 ? 1.0f : 128.0f;  // a typical |value| before d (IQ3: scale x magnitude)
     const uint16_t d = fp32_to_fp16(sigma / per_value);
     for (size_t off = 0; off < data.size(); off += bb) std::memcpy(data.data() + off + d_at, &d, sizeof(d));
     w.add_tensor(name, s.matrix_type, ne, data);

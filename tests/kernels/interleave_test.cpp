@@ -27,7 +27,7 @@ namespace {
 using tokamak::testing::make_activations;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::IQ3_S_WIDE,
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::IQ3_S_WIDE, DType::IQ3_XXS_WIDE,
                         DType::F16, DType::BF16};
 
 bool super_block(DType t) { return dtype_traits(t).block_size == 256; }
@@ -76,7 +76,7 @@ std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact
         for (size_t i = 96; i < 108; ++i) w[off + i] &= std::byte{0x0F};
         std::memcpy(w.data() + off + 108, &d, sizeof(d));
       }
-      if ((t == DType::IQ4_XS || t == DType::IQ3_S_WIDE) && exact) {  // values up to 127: scales 0..3 (high bits 2, low 0..3) keep exact sums below 2^24
+      if ((t == DType::IQ4_XS || t == DType::IQ3_S_WIDE || t == DType::IQ3_XXS_WIDE) && exact) {  // values up to 127: scales 0..3 (high bits 2, low 0..3) keep exact sums below 2^24
         const uint8_t scales_h[2] = {0xAA, 0xAA};
         std::memcpy(w.data() + off + 2, scales_h, 2);
         for (size_t i = 4; i < 8; ++i) w[off + i] &= std::byte{0x33};
@@ -168,7 +168,8 @@ DocumentedOffsets documented_offsets(DType t) {
     case DType::Q5_K: return {128, 48, 0};
     case DType::Q6_K: return {144, 0, 208};
     case DType::IQ4_XS:
-    case DType::IQ3_S_WIDE: return {64, 8, 0};
+    case DType::IQ3_S_WIDE:
+    case DType::IQ3_XXS_WIDE: return {64, 8, 0};
     default: return {16, 2, 0};  // Q4_0, Q8_0, IQ4_NL
   }
 }

@@ -37,7 +37,7 @@ using tokamak::testing::make_activations;
 const DType kTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,  DType::Q5_0,
                         DType::Q5_1, DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,  DType::Q5_K,
                         DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_XXS, DType::IQ3_S, DType::TQ1_0, DType::TQ2_0,
-                        DType::IQ3_S_WIDE};
+                        DType::IQ3_S_WIDE, DType::IQ3_XXS_WIDE};
 
 int64_t block_size(DType t) { return dtype_traits(t).block_size; }
 
@@ -55,10 +55,11 @@ void put_u16(std::byte* p, uint16_t v) { std::memcpy(p, &v, sizeof(v)); }
 
 // Weights [rows, k] of type t in `out` (row-major, rows packed).
 std::vector<std::byte> make_weights(DType t, int64_t rows, int64_t k, bool exact, std::mt19937& rng) {
-  if (t == DType::IQ3_S_WIDE) {  // what loading makes of IQ3_S weights
-    const std::vector<std::byte> compact = make_weights(DType::IQ3_S, rows, k, exact, rng);
+  if (t == DType::IQ3_S_WIDE || t == DType::IQ3_XXS_WIDE) {  // what loading makes of IQ3_S / IQ3_XXS weights
+    const DType stored = t == DType::IQ3_S_WIDE ? DType::IQ3_S : DType::IQ3_XXS;
+    const std::vector<std::byte> compact = make_weights(stored, rows, k, exact, rng);
     std::vector<std::byte> w(row_bytes(t, k) * static_cast<size_t>(rows));
-    widen_rows(DType::IQ3_S, compact.data(), t, w.data(), rows, k);
+    widen_rows(stored, compact.data(), t, w.data(), rows, k);
     return w;
   }
   const size_t row_size = row_bytes(t, k);

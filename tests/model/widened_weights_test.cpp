@@ -71,7 +71,7 @@ TEST_P(WidenedWeights, KeepTheFilesValuesAndMatchThePlainReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, WidenedWeights, ::testing::Values(DType::IQ3_S, DType::TQ1_0),
+INSTANTIATE_TEST_SUITE_P(Formats, WidenedWeights, ::testing::Values(DType::IQ3_S, DType::IQ3_XXS, DType::TQ1_0),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
