@@ -47,8 +47,9 @@
 // byte 80 + 8(s % 4) + r; qs in 16 lines at 112 + 32m (as Q2_K's); hmask in
 // 8 lines, line n at 624 + 32n holding hmask[4n .. 4n + 3] of each row.
 //
-// IQ4_XS (and IQ3_S_WIDE, its layout), per super-block (8 x 136 bytes): d[8] (fp16); the 8 six-bit
-// scales (unsigned, 0..63) of each row: low nibbles at 16 + 8(s % 4) + r,
+// IQ4_XS (and the widened IQ3 formats on its layout), per super-block (8 x
+// 136 bytes): d[8] (fp16); the 8 six-bit scales (unsigned, 0..63) of each
+// row: low nibbles at 16 + 8(s % 4) + r,
 // scale s in bits 0-3 (s < 4) or 4-7, high 2 bits of scale s at bits 2(s / 2)
 // of byte 48 + 8(s % 2) + r; qs in 32 lines, line c at 64 + 32c holding
 // qs[4c .. 4c + 3] of each row.

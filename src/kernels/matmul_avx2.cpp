@@ -303,7 +303,8 @@ struct DecQ6_K {
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
 };
-// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+// IQ4_XS's layout with the levels and d factor of Block (kLevelsOf, kDScaleOf):
+// IQ4_XS itself, or a widened IQ3 format (kernels/widen.h).
 template <class Block>
 struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136, kSubBlock = 32, kOffset = 0;

@@ -505,7 +505,8 @@ struct Bits2x8 {
 // (|pair| <= 2 x 127 x 127, times |scale| <= 32: exact in int32).
 
 // One group of 8 rows against Q8_K activation rows [t0, t0 + T); the levels
-// of Block (IQ4_XS's, or IQ3_S_WIDE's on the same layout).
+// and d factor of Block (kLevelsOf, kDScaleOf: IQ4_XS's, or a widened IQ3
+// format's on the same layout).
 template <class Block, int T>
 void group_tile_iq4_xs(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t0, float* y, int64_t ldy) {
   constexpr size_t kBlock = 8 * 136;

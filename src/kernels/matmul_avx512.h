@@ -380,7 +380,8 @@ struct DecQ6_K {
     return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi);
   }
 };
-// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+// IQ4_XS's layout with the levels and d factor of Block (kLevelsOf, kDScaleOf):
+// IQ4_XS itself, or a widened IQ3 format (kernels/widen.h).
 template <class Block>
 struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136, kSubBlock = 32, kOffset = 0;

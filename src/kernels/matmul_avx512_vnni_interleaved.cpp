@@ -280,7 +280,8 @@ void gemm_pairs_32(const GemmArgs& a) {
 // AVX2 group_tile_iq4_xs, so its float step serves, lane for lane. Prompts
 // put super-block sb of groups g and g + 1 in the halves, decode super-blocks
 // sb and sb + 1 of one group (one stream, as group_decode_32). The levels
-// of Block: IQ4_XS's, or IQ3_S_WIDE's on the same layout.
+// and d factor of Block (kLevelsOf, kDScaleOf): IQ4_XS's, or a widened IQ3
+// format's on the same layout.
 template <class Block>
 struct IQ4_XSPair {
   static constexpr size_t kBlockBytes = 8 * 136;

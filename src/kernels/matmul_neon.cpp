@@ -306,7 +306,8 @@ struct DecQ6_K {
     return {vsubq_s8(vorrq_s8(lo.lo, h0), m32), vsubq_s8(vorrq_s8(lo.hi, h1), m32)};
   }
 };
-// IQ4_XS's layout with the levels of Block (IQ4_XS's or IQ3_S_WIDE's).
+// IQ4_XS's layout with the levels and d factor of Block (kLevelsOf, kDScaleOf):
+// IQ4_XS itself, or a widened IQ3 format (kernels/widen.h).
 template <class Block>
 struct DecIQ4_XSLayout {
   static constexpr int kBytes = 136;

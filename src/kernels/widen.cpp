@@ -167,12 +167,13 @@ void widen_blocks(const std::byte* src, std::byte* dst, int64_t blocks) {
 
 std::optional<DType> widened_type(DType t, Isa isa) {
   // The scalar variant is the reference the others are tested against: it
-  // reads every format as stored. NEON has IQ4_XS's kernel (so IQ3_S_WIDE's)
-  // and none for either ternary format.
+  // reads every format as stored. NEON has IQ4_XS's kernel (so the widened
+  // IQ3 formats') and none for either ternary format.
   const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAvx512Vnni || isa == Isa::kAvx512Bf16;
   if (x86 && t == DType::TQ1_0) return DType::TQ2_0;
-  if ((x86 || isa == Isa::kNeon) && t == DType::IQ3_S) return DType::IQ3_S_WIDE;
-  if ((x86 || isa == Isa::kNeon) && t == DType::IQ3_XXS) return DType::IQ3_XXS_WIDE;
+  const bool iq4_xs_kernels = x86 || isa == Isa::kNeon;
+  if (iq4_xs_kernels && t == DType::IQ3_S) return DType::IQ3_S_WIDE;
+  if (iq4_xs_kernels && t == DType::IQ3_XXS) return DType::IQ3_XXS_WIDE;
   return std::nullopt;
 }
 
