@@ -2,20 +2,31 @@
 // TinyLlama-shaped layer (32 query heads over 4 KV heads of 64), per KV type,
 // and for stories260K's (8 query heads over 4 KV heads of 8: BM_SmallHeads).
 // One iteration = one decode token through one layer, on one thread, with the
-// widest ISA this CPU runs. Counters: keys/s and the KV bytes read per second.
+// widest ISA this CPU runs. Counters: keys/s, the KV bytes read per second,
+// and multiply-adds per second (heads x head_dim x 2 a key: the scores and
+// the weighted values), to hold against BM_MultiplyAddPeak: the rate at which
+// this CPU runs the AVX2 integer kernel's product instruction (VPMADDWD, 16
+// multiply-adds, with the VPADDD that sums it) on one thread and on one
+// thread a core. Their ratio bounds long-context decode on the AVX2 path.
 //
 //   cmake -B build/bench -DTOKAMAK_BENCH=ON -DCMAKE_BUILD_TYPE=Release && ninja -C build/bench attention_bench
 //   build/bench/attention_bench --benchmark_filter=Decode
 // TOKAMAK_BENCH_ISA=avx2 (any name isa_name gives) measures that path instead.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "bench_isa.h"
 #include "kernels/attention.h"
 #include "kv/kv_cache.h"
+
+#if TOKAMAK_HAVE_X86_SIMD
+#include <immintrin.h>
+#endif
 
 namespace tokamak {
 namespace {
@@ -87,6 +98,8 @@ void run_decode(benchmark::State& state, KvType k, KvType v, int recent, Shape s
   state.counters["KV B/s"] =
       benchmark::Counter(static_cast<double>(ctx * s.layout.bytes_per_token()),
                          benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1024);
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(ctx) * shape.heads * shape.head_dim * 2,
+                                               benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(kernels::isa_name(isa)));
 }
 
@@ -126,6 +139,46 @@ void BM_DecodeAttentionFromDram(benchmark::State& state, KvType k, KvType v) {
 BENCHMARK_CAPTURE(BM_DecodeAttentionFromDram, f16, KvType::F16, KvType::F16)->Arg(8192)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeAttentionFromDram, q8, KvType::Q8, KvType::Q8)->Arg(8192)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeAttentionFromDram, q4, KvType::Q4, KvType::Q4)->Arg(8192)->Unit(benchmark::kMicrosecond);
+
+#if TOKAMAK_HAVE_X86_SIMD
+// 12 independent VPMADDWD + VPADDD chains (more than the instruction's
+// latency x throughput), per thread: the product loops' peak. The operands
+// pass through an empty asm each round so that nothing is hoisted.
+typedef int32_t MaddSums __attribute__((vector_size(32)));
+TOKAMAK_TARGET_AVX2 void multiply_add_rounds(benchmark::State& state) {
+  constexpr int kChains = 12;
+  constexpr int64_t kRounds = 1 << 16;
+  __m256i a[kChains];
+  for (int u = 0; u < kChains; ++u) a[u] = _mm256_set1_epi16(static_cast<int16_t>(u + 1));
+  __m256i b = _mm256_set1_epi16(3);
+  MaddSums acc[kChains] = {};
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r) {
+#pragma GCC unroll 12
+      for (int u = 0; u < kChains; ++u) acc[u] += MaddSums(_mm256_madd_epi16(a[u], b));
+      asm volatile("" : "+x"(b));
+    }
+  }
+  int32_t sum = 0;
+  for (const MaddSums& x : acc) sum += x[0];
+  benchmark::DoNotOptimize(sum);
+  // Each thread's count over the wall time, summed over the threads.
+  const double madds = static_cast<double>(state.iterations()) * kRounds * kChains;
+  state.counters["vpmaddwd/s"] = benchmark::Counter(madds, benchmark::Counter::kIsRate);
+  state.counters["MAC/s"] = benchmark::Counter(madds * 16, benchmark::Counter::kIsRate);
+}
+void BM_MultiplyAddPeak(benchmark::State& state) {
+  if (!kernels::isa_supported(kernels::Isa::kAvx2)) {
+    state.SkipWithError("this CPU has no AVX2");
+    return;
+  }
+  multiply_add_rounds(state);
+}
+BENCHMARK(BM_MultiplyAddPeak)
+    ->Threads(1)
+    ->Threads(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())))
+    ->UseRealTime();
+#endif
 
 #define TOKAMAK_DECODE_BENCH(name, k, v, recent)            \
   BENCHMARK_CAPTURE(BM_DecodeAttention, name, k, v, recent) \
