@@ -1,7 +1,8 @@
 // AVX-512 VNNI kernels over weights interleaved 8 rows at a time
 // (kernels/interleave.h): the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, IQ4_NL) against Q8_0 activations and IQ4_XS against Q8_K ones; the
-// K-quants are in matmul_avx512_vnni_kquants.cpp, the helpers both share in
+// Q8_0, IQ4_NL) against Q8_0 activations, IQ4_XS against Q8_K ones and F16
+// against f32 ones (FMAs, no VNNI); the K-quants are in
+// matmul_avx512_vnni_kquants.cpp, the helpers both share in
 // matmul_avx512_vnni_pairs.h.
 //
 // Two groups side by side fill a 512-bit register: a 32-byte line of group g
@@ -417,6 +418,78 @@ void gemm_iq4_xs_pairs(const GemmArgs& a) {
   });
 }
 
+// ---- F16 x f32: two groups side by side ----
+//
+// Element i of groups g and g + 1 (8 rows each, 16 bytes apiece) converted
+// into one register, a row per lane, against each token's activation i (f32,
+// rounded to f16) broadcast: per lane acc = fma(w[i], x[i], acc) for i in
+// order, the AVX2 kernel's arithmetic lane for lane (groups_tile_f), so both
+// paths give the same bits and the last odd group goes to it. No VNNI: the
+// table of the VNNI levels is where the AVX-512 kernels over interleaved rows
+// live. Decode reads 2 pairs (4 groups, 4 streams, each prefetched 2 KiB
+// ahead, as the AVX2 kernel does): the plain AVX-512 kernel's one row at a
+// time is a single chain of FMAs, 32 bytes per FMA latency, below what a
+// core streams once the bandwidth passes ~55 GB/s (tg64 19-22 t/s against
+// 24-25 for the AVX2 kernel on the Zen 5 host). Prompts: 2 pairs x 6 tokens,
+// 12 FMAs of 16 lanes per 2 conversions.
+constexpr size_t kPrefetchBytesF16 = 2048;
+
+template <int P, int T>
+void f16_pairs_tile(const GemmArgs& a, int64_t g0, int64_t t0) {
+  const size_t group_bytes = kInterleaveRows * a.w_stride;
+  const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + static_cast<size_t>(g0) * group_bytes;
+  const float* x[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.act) + static_cast<size_t>(t0 + t) * a.act_stride);
+  __m512 acc[P * T];  // flat and unrolled, or GCC keeps the sums in memory
+#pragma GCC unroll 32
+  for (int j = 0; j < P * T; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < a.k; ++i) {
+    const uint8_t* line = w + 16 * static_cast<size_t>(i);
+    if (T == 1 && i % 4 == 0) {  // a 64-byte line of each group every 4 elements
+#pragma GCC unroll 8
+      for (int g = 0; g < 2 * P; ++g) _mm_prefetch(reinterpret_cast<const char*>(line + g * group_bytes + kPrefetchBytesF16), _MM_HINT_T0);
+    }
+    __m512 wv[P];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) wv[p] = fp16_halves(line + 2 * p * group_bytes, line + (2 * p + 1) * group_bytes);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t][i]);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[p * T + t] = _mm512_fmadd_ps(wv[p], xv, acc[p * T + t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + (t0 + t) * a.ldy + (g0 + 2 * p) * kInterleaveRows, acc[p * T + t]);
+}
+
+// P pairs of groups from g0 against every token: 6-token tiles, then the rest in one.
+template <int P>
+void f16_pairs(const GemmArgs& a, int64_t g0) {
+  constexpr int kTokensF16 = 6;
+  int64_t t = 0;
+  for (; t + kTokensF16 <= a.n_tokens; t += kTokensF16) f16_pairs_tile<P, kTokensF16>(a, g0, t);
+  switch (a.n_tokens - t) {
+    case 5: f16_pairs_tile<P, 5>(a, g0, t); break;
+    case 4: f16_pairs_tile<P, 4>(a, g0, t); break;
+    case 3: f16_pairs_tile<P, 3>(a, g0, t); break;
+    case 2: f16_pairs_tile<P, 2>(a, g0, t); break;
+    case 1: f16_pairs_tile<P, 1>(a, g0, t); break;
+    default: break;
+  }
+}
+
+void gemm_f16_pairs(const GemmArgs& a) {
+  const int64_t groups = a.n_rows / kInterleaveRows;
+  int64_t g = 0;
+  for (; g + 4 <= groups; g += 4) f16_pairs<2>(a, g);
+  for (; g + 2 <= groups; g += 2) f16_pairs<1>(a, g);
+  if (g * kInterleaveRows < a.n_rows) gemm_kernel_avx2_interleaved(a.type).fn(rows_from(a, g * kInterleaveRows));
+}
+
 }  // namespace
 
 GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
@@ -430,6 +503,7 @@ GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
     case DType::IQ4_XS: return {gemm_iq4_xs_pairs<BlockIQ4_XS>, ActFormat::kQ8_K, true};
     case DType::IQ3_S_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_S_WIDE>, ActFormat::kQ8_K, true};
     case DType::IQ3_XXS_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_XXS_WIDE>, ActFormat::kQ8_K, true};
+    case DType::F16: return {gemm_f16_pairs, ActFormat::kF32RoundF16, true};
     default: return gemm_kernel_avx512_vnni_kquants(t);
   }
 }

@@ -335,7 +335,7 @@ GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;
-      // Types without VNNI kernels (F16, BF16) stay plain here.
+      // BF16 stays plain here (its AVX-512 BF16 kernel reads plain rows).
       return {};
     // Without VNNI the AVX2 kernels over interleaved rows beat the plain
     // AVX-512 ones on the quantized types (Xeon, --isa avx512 vs avx2, pp128:

@@ -332,5 +332,31 @@ TEST(InterleavedMatmul, ATokensRowDoesNotDependOnBatchThreadsOrFusion) {
   }
 }
 
+// F16 over interleaved rows: the AVX-512 kernel (two groups a register) does
+// each lane's arithmetic as the AVX2 kernel does, so the two give the same
+// bits, one token or a batch, whatever rows are left to the AVX2 kernel.
+TEST(InterleavedMatmul, F16VariantsGiveTheAvx2BitsOnEveryX86Path) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const int64_t k = 300;
+  for (int64_t rows : {16, 40, 77}) {
+    const std::vector<std::byte> plain = make_weights(DType::F16, rows, k, false, rng);
+    const std::vector<std::byte> inter = interleaved(DType::F16, plain, rows, k);
+    const TensorView v = view_of(DType::F16, k, rows, inter, RowLayout::kInterleaved8);
+    for (int64_t tokens : {1, 7}) {
+      const std::vector<float> x = make_activations(tokens, k, false, rng);
+      std::vector<float> want(static_cast<size_t>(rows * tokens));
+      Matmul({Isa::kAvx2, MatmulPrecision::kQuantized}).run(v, x.data(), tokens, want.data(), pool);
+      for (Isa isa : supported_isas()) {
+        if (isa == Isa::kScalar || !prefers_interleaved(DType::F16, isa)) continue;
+        std::vector<float> got(want.size());
+        Matmul({isa, MatmulPrecision::kQuantized}).run(v, x.data(), tokens, got.data(), pool);
+        EXPECT_EQ(got, want) << isa_name(isa) << " rows=" << rows << " tokens=" << tokens;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tokamak::kernels
