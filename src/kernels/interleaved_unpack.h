@@ -18,6 +18,14 @@
 namespace tokamak::kernels {
 namespace {
 
+// How far ahead a 16-bit (F16, BF16) decode prefetches each group's weights
+// (2 KiB: 128 elements of 8 rows). A decode tile reads 4 groups, 4 streams,
+// which the hardware prefetchers alone followed at ~22-27 GB/s on one Zen 5
+// core; with these ~26-33 (matmul_bench GemvX8/f16 threads:1,
+// TOKAMAK_BENCH_ISA=avx2, 4 alternations; 1 KiB ahead ~22-28, 3 and 4 KiB
+// level with 2).
+constexpr size_t kPrefetchBytesF16 = 2048;
+
 inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // Activations j*4 .. j*4+3 of a block in every 32-bit lane.

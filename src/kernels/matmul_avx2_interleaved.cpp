@@ -700,13 +700,6 @@ struct BF16x8 {
   static __m256 load(const uint8_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16)); }
 };
 
-// How far ahead decode prefetches each group's weights (2 KiB: 128 elements
-// of 8 rows). A decode tile reads 4 groups, 4 streams, which the hardware
-// prefetchers alone followed at ~22-27 GB/s on one Zen 5 core; with these
-// ~26-33 (matmul_bench GemvX8/f16 threads:1, TOKAMAK_BENCH_ISA=avx2, 4
-// alternations; 1 KiB ahead ~22-28, 3 and 4 KiB level with 2).
-constexpr size_t kPrefetchBytesF = 2048;
-
 // Groups g0 .. g0 + G - 1 against tokens t0 .. t0 + T - 1.
 template <class F, int G, int T>
 void groups_tile_f(const GemmArgs& a, int64_t g0, int64_t t0) {
@@ -724,7 +717,7 @@ void groups_tile_f(const GemmArgs& a, int64_t g0, int64_t t0) {
   for (int64_t i = 0; i < k; ++i) {
     if (T == 1 && i % 4 == 0) {  // a 64-byte line of each group every 4 elements
       for (int g = 0; g < G; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i) + kPrefetchBytesF), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i) + kPrefetchBytesF16), _MM_HINT_T0);
     }
     __m256 wv[G];
     for (int g = 0; g < G; ++g) wv[g] = F::load(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i));

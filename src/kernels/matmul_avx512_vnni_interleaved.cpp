@@ -426,14 +426,12 @@ void gemm_iq4_xs_pairs(const GemmArgs& a) {
 // order, the AVX2 kernel's arithmetic lane for lane (groups_tile_f), so both
 // paths give the same bits and the last odd group goes to it. No VNNI: the
 // table of the VNNI levels is where the AVX-512 kernels over interleaved rows
-// live. Decode reads 2 pairs (4 groups, 4 streams, each prefetched 2 KiB
-// ahead, as the AVX2 kernel does): the plain AVX-512 kernel's one row at a
-// time is a single chain of FMAs, 32 bytes per FMA latency, below what a
-// core streams once the bandwidth passes ~55 GB/s (tg64 19-22 t/s against
-// 24-25 for the AVX2 kernel on the Zen 5 host). Prompts: 2 pairs x 6 tokens,
-// 12 FMAs of 16 lanes per 2 conversions.
-constexpr size_t kPrefetchBytesF16 = 2048;
-
+// live. Decode reads 2 pairs (4 groups, 4 streams, each prefetched
+// kPrefetchBytesF16 ahead, as the AVX2 kernel does): the plain AVX-512
+// kernel's one row at a time is a single chain of FMAs, 32 bytes per FMA
+// latency, below what a core streams once the bandwidth passes ~55 GB/s
+// (tg64 19-22 t/s against 24-25 for the AVX2 kernel on the Zen 5 host).
+// Prompts: 2 pairs x 6 tokens, 12 FMAs of 16 lanes per 2 conversions.
 template <int P, int T>
 void f16_pairs_tile(const GemmArgs& a, int64_t g0, int64_t t0) {
   const size_t group_bytes = kInterleaveRows * a.w_stride;
