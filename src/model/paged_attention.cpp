@@ -65,7 +65,10 @@ void PagedAttention::plan(const ModelConfig& c, const kv::KvLayout& layout, cons
     if (v_step_.size() < rows) v_step_.resize(rows);
   }
   // Split long contexts into chunk tasks only when the step is short of tasks.
-  const bool split = static_cast<int64_t>(tiles_.size()) * c.n_kv_heads < 4LL * n_threads;
+  const int64_t unsplit_tasks = static_cast<int64_t>(tiles_.size()) * c.n_kv_heads;
+  const bool split = unsplit_tasks < 4LL * n_threads;
+  // Runs of chunks per (tile, KV head) when split: ~4 tasks a thread in all.
+  const int64_t runs_per_head = (4LL * n_threads + unsplit_tasks - 1) / std::max<int64_t>(1, unsplit_tasks);
   tasks_.clear();
   split_tiles_.clear();
   int64_t partial_floats = 0;
@@ -78,8 +81,11 @@ void PagedAttention::plan(const ModelConfig& c, const kv::KvLayout& layout, cons
       tile.partials = partial_floats;
       partial_floats += chunks * c.n_kv_heads * kernels::attention_tile_state_floats(params_, tile.n_tokens);
       split_tiles_.push_back(ti);
+      const int64_t runs = std::min(chunks, runs_per_head);
       for (int h = 0; h < c.n_kv_heads; ++h) {
-        for (int64_t ch = tile.first_chunk; ch < tile.n_chunks; ++ch) tasks_.push_back({ti, h, ch});
+        for (int64_t r = 0; r < runs; ++r) {
+          tasks_.push_back({ti, h, tile.first_chunk + chunks * r / runs, tile.first_chunk + chunks * (r + 1) / runs});
+        }
       }
     } else {
       tile.partials = -1;
@@ -184,9 +190,10 @@ void PagedAttention::run(const Batch& batch, kv::KvCache& kv, int32_t layer, con
       } else {
         const int64_t state = kernels::attention_tile_state_floats(params_, tile.n_tokens);
         const int64_t chunks = tile.n_chunks - tile.first_chunk;
-        float* partial =
-            partials_.data() + tile.partials + (task.kv_head * chunks + task.chunk - tile.first_chunk) * state;
-        kernels::attention_chunk(isa_, params_, view, qt, task.chunk, partial);
+        for (int64_t ch = task.chunk; ch < task.chunk_end; ++ch) {
+          float* partial = partials_.data() + tile.partials + (task.kv_head * chunks + ch - tile.first_chunk) * state;
+          kernels::attention_chunk(isa_, params_, view, qt, ch, partial);
+        }
       }
     }
   });
