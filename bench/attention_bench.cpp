@@ -8,6 +8,7 @@
 // this CPU runs the AVX2 integer kernel's product instruction (VPMADDWD, 16
 // multiply-adds, with the VPADDD that sums it) on one thread and on one
 // thread a core. Their ratio bounds long-context decode on the AVX2 path.
+// BM_MultiplyAddPeakVnni does the same for the AVX-512 VNNI kernel's VPDPBUSD.
 //
 //   cmake -B build/bench -DTOKAMAK_BENCH=ON -DCMAKE_BUILD_TYPE=Release && ninja -C build/bench attention_bench
 //   build/bench/attention_bench --benchmark_filter=Decode
@@ -175,6 +176,44 @@ void BM_MultiplyAddPeak(benchmark::State& state) {
   multiply_add_rounds(state);
 }
 BENCHMARK(BM_MultiplyAddPeak)
+    ->Threads(1)
+    ->Threads(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())))
+    ->UseRealTime();
+
+// The same for the AVX-512 VNNI kernel's product, VPDPBUSD on 512 bits (64
+// u8 x s8 multiply-adds summed into 16 int32 lanes, one instruction): 12
+// independent chains. Its rate against the kernel's MAC/s says how far the
+// native long-context decode is from its instruction's bound.
+typedef int32_t DpbusdSums __attribute__((vector_size(64)));
+__attribute__((target(TOKAMAK_ISA_AVX512_VNNI))) void dpbusd_rounds(benchmark::State& state) {
+  constexpr int kChains = 12;
+  constexpr int64_t kRounds = 1 << 16;
+  __m512i a[kChains];
+  for (int u = 0; u < kChains; ++u) a[u] = _mm512_set1_epi32(u);
+  __m512i b = _mm512_set1_epi8(3);
+  const __m512i c = _mm512_set1_epi8(5);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r) {
+#pragma GCC unroll 12
+      for (int u = 0; u < kChains; ++u) a[u] = _mm512_dpbusd_epi32(a[u], b, c);
+      asm volatile("" : "+v"(b));
+    }
+  }
+  int32_t sum = 0;
+  for (const __m512i& x : a) sum += DpbusdSums(x)[0];
+  benchmark::DoNotOptimize(sum);
+  const double ops = static_cast<double>(state.iterations()) * kRounds * kChains;
+  state.counters["vpdpbusd/s"] = benchmark::Counter(ops, benchmark::Counter::kIsRate);
+  state.counters["MAC/s"] = benchmark::Counter(ops * 64, benchmark::Counter::kIsRate);
+}
+void BM_MultiplyAddPeakVnni(benchmark::State& state) {
+  if (!kernels::isa_supported(kernels::Isa::kAvx512Vnni)) {
+    state.SkipWithError("this CPU has no AVX-512 VNNI");
+    return;
+  }
+  dpbusd_rounds(state);
+}
+BENCHMARK(BM_MultiplyAddPeakVnni)
     ->Threads(1)
     ->Threads(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())))
     ->UseRealTime();
