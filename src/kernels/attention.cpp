@@ -39,7 +39,15 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
 
 bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvType v) {
   if (!TOKAMAK_HAVE_X86_SIMD || !kv_type_is_quantized(k) || !kv_type_is_quantized(v)) return false;
-  if (isa == Isa::kAvx2) return dims.head_dim % 32 == 0;
+  // The AVX2 kernel puts one token's query heads of a KV head across its 8
+  // lanes: with 1 or 2 to a KV head most lanes idle, and dequantizing to f32
+  // wins (attention_bench, decode over 2,048 keys, heads of 64, 32 query heads
+  // (30 for 3), integer against f32, us: 1 to a KV head q8 1,586-1,610 /
+  // 1,092-1,112, q4 2,136-2,202 / 1,247-1,289; 2: q8 803-812 / 718-722, q4
+  // 1,089-1,138 / 786-811; 3: q8 681-724 / 807-859, q4 960-1,008 / 962-989;
+  // 4: q8 400-410 / 483-489, q4 547-564 / 520-521). The group is the model's,
+  // never the batch's.
+  if (isa == Isa::kAvx2) return dims.head_dim % 32 == 0 && dims.group() >= kAvx2IntegerMinGroup;
   return isa >= Isa::kAvx512Vnni && isa != Isa::kNeon && dims.head_dim % 64 == 0;
 }
 

@@ -118,9 +118,11 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
 // integer dot products. AVX-512 VNNI (head_dim a multiple of 64) rounds the
 // query to ~15 bits and the softmax weights to 8, an error of ~1e-3 of max|v|
 // on top of the stored values' (kernels/attention_avx512_vnni.cpp); AVX2
-// (head_dim a multiple of 32) rounds both to 16 bits, ~1e-5
+// (head_dim a multiple of 32, and at least kAvx2IntegerMinGroup query heads
+// to a KV head) rounds both to 16 bits, ~1e-5
 // (kernels/attention_avx2_int.cpp). Otherwise attention dequantizes K/V tiles
 // to f32, erring only by f32 rounding.
+constexpr int kAvx2IntegerMinGroup = 3;
 bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvType v);
 
 // partial = the online softmax of every query of `tile` over the keys of chunk

@@ -452,10 +452,16 @@ TEST(Attention, QuantizedStorageStaysWithinItsFormatsBounds) {
 }
 
 // Which shapes and types take the integer paths: q8 / q4 K and V only, with
-// head_dim a multiple of 32 on AVX2 and of 64 on AVX-512 VNNI; AVX-512
-// without VNNI, the scalar path and NEON keep f32 arithmetic.
-TEST(Attention, IntegerPathsAreChosenByTypeAndHeadDim) {
+// head_dim a multiple of 32 and 3 or more query heads to a KV head on AVX2,
+// head_dim a multiple of 64 on AVX-512 VNNI; AVX-512 without VNNI, the scalar
+// path and NEON keep f32 arithmetic.
+TEST(Attention, IntegerPathsAreChosenByTypeHeadDimAndGroup) {
   const AttentionParams d32{8, 2, 32}, d64{8, 2, 64}, d8{8, 4, 8};
+  const AttentionParams mha{8, 8, 64}, pairs{8, 4, 64}, threes{15, 5, 64};  // 1, 2, 3 query heads to a KV head
+  EXPECT_FALSE(attention_integer_dots(Isa::kAvx2, mha, KvType::Q8, KvType::Q8));
+  EXPECT_FALSE(attention_integer_dots(Isa::kAvx2, pairs, KvType::Q4, KvType::Q4));
+  EXPECT_EQ(attention_integer_dots(Isa::kAvx2, threes, KvType::Q8, KvType::Q8), static_cast<bool>(TOKAMAK_HAVE_X86_SIMD));
+  EXPECT_EQ(attention_integer_dots(Isa::kAvx512Vnni, mha, KvType::Q8, KvType::Q8), static_cast<bool>(TOKAMAK_HAVE_X86_SIMD));
   EXPECT_EQ(attention_integer_dots(Isa::kAvx2, d32, KvType::Q8, KvType::Q4), static_cast<bool>(TOKAMAK_HAVE_X86_SIMD));
   EXPECT_EQ(attention_integer_dots(Isa::kAvx2, d64, KvType::Q4, KvType::Q8), static_cast<bool>(TOKAMAK_HAVE_X86_SIMD));
   EXPECT_FALSE(attention_integer_dots(Isa::kAvx2, d8, KvType::Q8, KvType::Q8));
