@@ -1,7 +1,7 @@
 // Decode attention over the paged KV cache at several context lengths, for a
 // TinyLlama-shaped layer (32 query heads over 4 KV heads of 64), per KV type,
 // for stories260K's (8 query heads over 4 KV heads of 8: BM_SmallHeads), and
-// for 1, 2, 3, 4 and 8 query heads to a KV head (BM_Groups).
+// for 1, 2, 3, 4, 6, 7 and 8 query heads to a KV head (BM_Groups).
 // One iteration = one decode token through one layer, on one thread, with the
 // widest ISA this CPU runs. Counters: keys/s, the KV bytes read per second,
 // and multiply-adds per second (heads x head_dim x 2 a key: the scores and
@@ -111,7 +111,7 @@ void BM_DecodeAttention(benchmark::State& state, KvType k, KvType v, int recent)
 // Heads of 8 (stories260K, f16 KV as `run` keeps it): per-tile and per-query
 // overheads, not arithmetic, set the pace.
 void BM_SmallHeads(benchmark::State& state, KvType k, KvType v) { run_decode(state, k, v, 0, kStories260K); }
-// 32 query heads of 64 (30 for groups of 3) with range(1) of them to a KV
+// 32 query heads of 64 (30 for groups of 3 and 6, 28 for 7) with range(1) of them to a KV
 // head: multi-head attention (1), pairs, ... TinyLlama's 8. The AVX2 integer
 // kernel puts a token's heads of a KV head across its 8 lanes, so the group
 // decides whether it or f32 arithmetic is faster (attention.cpp).
@@ -121,10 +121,10 @@ void BM_Groups(benchmark::State& state, KvType k, KvType v) {
   run_decode(state, k, v, 0, Shape{heads, heads / group, 64});
 }
 BENCHMARK_CAPTURE(BM_Groups, q8, KvType::Q8, KvType::Q8)
-    ->ArgsProduct({{2048}, {1, 2, 3, 4, 8}})
+    ->ArgsProduct({{2048}, {1, 2, 3, 4, 6, 7, 8}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Groups, q4, KvType::Q4, KvType::Q4)
-    ->ArgsProduct({{2048}, {1, 2, 3, 4, 8}})
+    ->ArgsProduct({{2048}, {1, 2, 3, 4, 6, 7, 8}})
     ->Unit(benchmark::kMicrosecond);
 
 // The same over TinyLlama's 22 layers in turn, one layer an iteration: the
