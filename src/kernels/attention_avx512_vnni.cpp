@@ -486,8 +486,9 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     for (int64_t query = 0; query < n_queries; ++query) quantize_query(query_row(query), d, cached[query]);
   }
   QuantizedQuery local[kHeadBlock];
-  // The spare slots' states of update_head_block (at most 3); reset with the
-  // chunk's so that they stay finite. Shared by a tile's tokens: never read.
+  // The states of update_head_block's spare slots (at most 3), reset with the
+  // chunk's so that their arithmetic stays finite; a tile's tokens share them,
+  // as nothing reads their results.
   alignas(64) float spare[3 * (kMaxHeadDim + 2)];
   attention_reset(p, 3, spare);
   detail::FloatTileBuffers<Avx512Ops> fb;
