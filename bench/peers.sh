@@ -93,7 +93,7 @@ if [ -n "$ik" ]; then
   # All-quants FlashAttention kernels would triple the build time; unused here.
   bench_bin[ik_llama.cpp]=$(build_ggml ik_llama.cpp "$ik" -DGGML_IQK_FA_ALL_QUANTS=OFF)
   peer_flags[ik_llama.cpp]="-rtr 1"
-  if [ "$depth" -gt 0 ]; then peer_flags[ik_llama.cpp]="-rtr 1 -fa 1 -ctk q8_0 -ctv q8_0 -gp $depth,$n_gen"; fi
+  if [ "$depth" -gt 0 ]; then peer_flags[ik_llama.cpp]+=" -fa 1 -ctk q8_0 -ctv q8_0 -gp $depth,$n_gen"; fi
   peers+=(ik_llama.cpp)
 fi
 
