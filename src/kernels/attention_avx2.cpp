@@ -19,6 +19,7 @@ TOKAMAK_TARGET_REGION_AVX2
 namespace tokamak::kernels {
 namespace {
 
+#include "kernels/exp_avx2.h"
 #include "kernels/attention_avx2_ops.h"
 
 }  // namespace

@@ -69,6 +69,7 @@ TOKAMAK_TARGET_REGION_AVX2
 namespace tokamak::kernels {
 namespace {
 
+#include "kernels/exp_avx2.h"
 #include "kernels/attention_avx2_ops.h"
 
 constexpr int kSegment = 16;                        // values of one 128-bit load of int8

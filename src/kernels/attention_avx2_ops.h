@@ -1,7 +1,7 @@
 // Internal to attention_avx2*.cpp: the vector operations of attention_impl.h
 // with AVX2 + FMA + F16C, 8 lanes; head_dim a multiple of 8. Include inside
 // a target region that has at least AVX2, in an anonymous namespace, after
-// attention_impl.h.
+// attention_impl.h and exp_avx2.h.
 #pragma once
 
 struct Avx2Ops {
@@ -15,26 +15,7 @@ struct Avx2Ops {
     return _mm_cvtss_f32(x);
   }
 
-  // Cephes' expf: 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2; about 1 ulp.
-  // Below ln(FLT_MIN) the result is 0.
-  static __m256 exp(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
-    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.37626f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-  }
+  static __m256 exp(__m256 x) { return exp_avx2(x); }  // exp_avx2.h
 
   static void store_q4(float* at, __m256i q, __m256i eight, __m256 scale) {
     _mm256_storeu_ps(at, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, eight)), scale));

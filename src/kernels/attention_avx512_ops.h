@@ -16,7 +16,7 @@ struct Avx512Ops {
     return _mm_cvtss_f32(x);
   }
 
-  // Cephes' expf as in attention_avx2_ops.h, 16 lanes, with VSCALEFPS for
+  // Cephes' expf as in exp_avx2.h, 16 lanes, with VSCALEFPS for
   // the 2^n step: y * 2^n rounds once either way, so the values are the
   // AVX2 form's, but no clamps and no exponent built in integer lanes (14
   // instructions where that form takes 20; the integer attention runs two

@@ -11,7 +11,11 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
+void swiglu(Isa isa, float* gate, const float* up, int64_t n) {
+#if TOKAMAK_HAVE_X86_SIMD
+  if (isa != Isa::kScalar && isa != Isa::kNeon) return swiglu_avx2(gate, up, n);
+#endif
+  (void)isa;
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];

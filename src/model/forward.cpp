@@ -197,7 +197,7 @@ void Forward::layers(const Batch& batch, kv::KvCache& kv, float* x) {
     }, token_grain);
     matmul_.run({{&lw.ffn_gate, gate_.data()}, {&lw.ffn_up, up_.data()}}, xb_.data(), n, pool_);
     pool_.parallel_for(n * c.n_ff, [&](int64_t b, int64_t e, int) {
-      kernels::swiglu(gate_.data() + b, up_.data() + b, e - b);
+      kernels::swiglu(matmul_options_.isa, gate_.data() + b, up_.data() + b, e - b);
     }, kElementGrain);
     project_across_ranks(lw.ffn_down, gate_.data(), n, proj_.data());
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
