@@ -1,7 +1,8 @@
 // Internal to attention_avx512*.cpp: the vector operations of
 // attention_impl.h with AVX-512 (F, BW, VL, DQ), 16 lanes; head_dim a multiple
 // of 16. Include inside a target region that has at least AVX-512, in an
-// anonymous namespace, after attention_impl.h.
+// anonymous namespace, after attention_impl.h (and exp_cephes.h, outside the
+// region).
 #pragma once
 
 struct Avx512Ops {
@@ -23,17 +24,15 @@ struct Avx512Ops {
   // of these per 32 keys and query head). Below -87.34 (the AVX2 form's
   // clamp) the result is 0, above 88.7 it is inf.
   static __m512 exp(__m512 x) {
-    const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    namespace c = cephes_exp;
+    const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(c::kMin), _CMP_GE_OQ);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
+    __m512 y = _mm512_set1_ps(c::kPoly[0]);
+#pragma GCC unroll 8
+    for (size_t i = 1; i < std::size(c::kPoly); ++i) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c::kPoly[i]));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_maskz_scalef_ps(in_range, y, n);
   }

@@ -4,6 +4,8 @@
 
 namespace tokamak::kernels {
 
+void swiglu_avx2(float* gate, const float* up, int64_t n);  // ops_avx2.cpp, x86-64 only
+
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);

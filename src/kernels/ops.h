@@ -17,7 +17,6 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 // from AVX2 up. A decode step's 5,632 scalar expf of a TinyLlama layer took
 // 14 us, ~2.5% of the step, with the other threads idle.
 void swiglu(Isa isa, float* gate, const float* up, int64_t n);
-void swiglu_avx2(float* gate, const float* up, int64_t n);  // the variant; x86-64 only
 
 // In-place softmax of x[0..n) (max subtracted; sum accumulated in double).
 void softmax(float* x, int64_t n);

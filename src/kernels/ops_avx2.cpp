@@ -1,6 +1,7 @@
 // The element-wise kernels of ops.h with AVX2 + FMA, 8 lanes.
 #include <cstdint>
 
+#include "kernels/exp_cephes.h"
 #include "kernels/isa.h"
 #include "kernels/ops.h"
 
