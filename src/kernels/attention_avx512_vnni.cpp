@@ -319,9 +319,12 @@ template <KvType VT, int HN>
 // The heads go side by side through each phase so that their dependency
 // chains (dot products, reductions, exp) overlap instead of queueing. Each
 // head's arithmetic is its own: how a group is split into N's changes no value.
+// Inlined by force: with the tile walk (attention_impl.h) inlined into
+// chunk_int as well, GCC kept update_heads<8> out of line, 8% slower.
 template <KvType KT, KvType VT, int N>
-void update_heads(const AttentionParams& p, const QuantizedQuery* const* q, const IntTile& t, int jb, int je,
-                  float scale, float* const* states, detail::TilePrefetch& ahead) {
+[[gnu::always_inline]] inline void update_heads(const AttentionParams& p, const QuantizedQuery* const* q,
+                                                const IntTile& t, int jb, int je, float scale, float* const* states,
+                                                detail::TilePrefetch& ahead) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int d = p.head_dim;
   const int segments = d / kSegment;

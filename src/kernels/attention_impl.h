@@ -31,6 +31,12 @@
 #include "kernels/prefetch.h"
 
 namespace tokamak::kernels::detail {
+// Internal linkage: each includer compiles these for its own ISA. With
+// external linkage the linker kept one of the five same-named instantiations
+// of for_each_run (scalar, AVX2, AVX-512, VNNI files) for all of them: the
+// AVX2 one, so the scalar path ran AVX2 instructions (SIGILL on a CPU
+// without them) and the AVX-512 kernels an out-of-line AVX2 walk.
+namespace {
 
 // dst[j * d ..] = K (or V) of kv head `head` at positions t0 + j, j < n.
 // Rows adjacent in a block are adjacent in memory, so the block lookup (two
@@ -43,9 +49,9 @@ void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, 
     const int64_t pos = t0 + j;
     const KvPages& pages = kv.pages(pos, keys);
     const int64_t r = pages.ring_rows > 0 ? pos % pages.ring_rows : pos;
-    const int64_t run = std::min({n - j, pages.block_size - r % pages.block_size, kv.same_pages(pos, keys)});
+    const int64_t run = std::min({n - j, pages.block_size - pages.row_in_block(r), kv.same_pages(pos, keys)});
     const int32_t row_bytes = keys ? pages.k_row_bytes : pages.v_row_bytes;
-    const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset(pos, head, row_bytes);
+    const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset_of_row(r, head, row_bytes);
     fn(keys ? pages.k_type : pages.v_type, src, row_bytes, j, run);
     j += run;
   }
@@ -306,4 +312,5 @@ void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& t
   });
 }
 
+}  // namespace
 }  // namespace tokamak::kernels::detail
