@@ -99,6 +99,13 @@ struct Avx512Ops {
     const __m512 vm = _mm512_set1_ps(m);
     for (int j = 0; j < n; j += 16) _mm512_storeu_ps(s + j, exp(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm)));
   }
+  // The largest of v's lanes, in every lane.
+  static __m512 max_all(__m512 v) {
+    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4E));
+    return _mm512_max_ps(v, _mm512_permute_ps(v, 0xB1));
+  }
   static float max(const float* s, int n) {
     __m512 m = _mm512_loadu_ps(s);
     for (int j = 16; j < n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));

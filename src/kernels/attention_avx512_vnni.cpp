@@ -283,7 +283,7 @@ template <KvType VT, int HN>
     const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
     float* acc = states[h0 + h] + 2 + s * kSegment;
     for (int v = 0; v < 4; ++v) {
-      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kMaxScaleGroups + (v < 2 ? g_lo : g_hi)]);
+      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * (VT == KvType::Q4 ? kMaxScaleGroups : 1) + (v < 2 ? g_lo : g_hi)]);
       _mm512_storeu_ps(acc + 16 * v,
                        _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
     }
@@ -380,9 +380,15 @@ template <KvType KT, KvType VT, int N>
   // iteration is a short dependency chain (a reduction, an exp), independent
   // of the others, so the out-of-order core runs the heads' chains side by side.
   alignas(64) uint8_t wq[kHeadBlock][kMaxScaleGroups][kKeyTile];
-  alignas(64) float m_old[16] = {}, m_new[16] = {}, corr[16];
+  // Per-head maxima go into lanes of a vector (lane h: head h) in registers:
+  // written as scalars and read back as a vector, they waited on a store
+  // that cannot forward (~20 cycles each time).
+  constexpr int kWStride = VT == KvType::Q4 ? kMaxScaleGroups : 1;  // w_* index: head * kWStride + group
+  alignas(64) float m_new[16], corr[16];
   alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
       w_scale[kHeadBlock * kMaxScaleGroups];
+  __m512 m_old_v = _mm512_setzero_ps(), m_new_v = _mm512_setzero_ps(), w_max_v = _mm512_setzero_ps();
+  __m512 m_new_b[N];
   for (int h = 0; h < N; ++h) {
     const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
     for (int half = 0; half < 2; ++half) _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), qs));
@@ -391,23 +397,36 @@ template <KvType KT, KvType VT, int N>
     }
     for (int j = 0; j < jb; ++j) sc[h][j] = kNegInf;
     for (int j = je; j < kKeyTile; ++j) sc[h][j] = kNegInf;
-    m_old[h] = states[h][0];
-    m_new[h] = std::max(m_old[h], Avx512Ops::max(sc[h], kKeyTile));
+    const __m512 m_old_b = _mm512_set1_ps(states[h][0]);
+    m_new_b[h] = _mm512_max_ps(m_old_b, Avx512Ops::max_all(_mm512_max_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(sc[h] + 16))));
+    m_old_v = _mm512_mask_mov_ps(m_old_v, static_cast<__mmask16>(1u << h), m_old_b);
+    m_new_v = _mm512_mask_mov_ps(m_new_v, static_cast<__mmask16>(1u << h), m_new_b[h]);
   }
   // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
-  _mm512_store_ps(corr, Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(m_old), _mm512_load_ps(m_new))));
+  const __mmask16 seen = _mm512_cmp_ps_mask(m_old_v, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
+  _mm512_store_ps(corr, _mm512_maskz_mov_ps(seen, Avx512Ops::exp(_mm512_sub_ps(m_old_v, m_new_v))));
+  _mm512_store_ps(m_new, m_new_v);
   __m512 row_sum[8];
   for (int h = 0; h < N; ++h) {
-    if (m_old[h] == kNegInf) corr[h] = 0.0f;
-    Avx512Ops::exp_shift(sc[h], kKeyTile, m_new[h]);
+    const __m512 p0 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h]), m_new_b[h]));
+    const __m512 p1 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h] + 16), m_new_b[h]));
+    _mm512_store_ps(sc[h], p0);
+    _mm512_store_ps(sc[h] + 16, p1);
     states[h][0] = m_new[h];
-    row_sum[h] = _mm512_add_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(sc[h] + 16));
-    for (int g = 0; g < v_groups; ++g) {
-      const __m512 w0 = _mm512_mul_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(t.v_scale[g]));
-      const __m512 w1 = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16), _mm512_load_ps(t.v_scale[g] + 16));
-      w_max[h * kMaxScaleGroups + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
+    row_sum[h] = _mm512_add_ps(p0, p1);
+    if constexpr (VT == KvType::Q4) {
+      for (int g = 0; g < v_groups; ++g) {
+        const __m512 w0 = _mm512_mul_ps(p0, _mm512_load_ps(t.v_scale[g]));
+        const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[g] + 16));
+        w_max[h * kWStride + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
+      }
+    } else {
+      const __m512 w0 = _mm512_mul_ps(p0, _mm512_load_ps(t.v_scale[0]));
+      const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[0] + 16));
+      w_max_v = _mm512_mask_mov_ps(w_max_v, static_cast<__mmask16>(1u << h), Avx512Ops::max_all(_mm512_max_ps(w0, w1)));
     }
   }
+  if constexpr (VT != KvType::Q4) _mm512_store_ps(w_max, w_max_v);
   for (int h = N; h < 8; ++h) row_sum[h] = row_sum[0];
   alignas(32) float tile_sum[8];
   // Only the sums go through reduce_add8: batching the max before the exps,
@@ -415,7 +434,7 @@ template <KvType KT, KvType VT, int N>
   // path to the next phase).
   reduce_add8(row_sum, tile_sum);  // Avx512Ops::sum's order
   for (int h = 0; h < N; ++h) states[h][1] = states[h][1] * corr[h] + tile_sum[h];
-  for (int i = 0; i < N * kMaxScaleGroups; i += 16) {
+  for (int i = 0; i < N * kWStride; i += 16) {
     const __m512 wm = _mm512_load_ps(w_max + i);
     const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
     _mm512_store_ps(w_inv + i, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
@@ -423,7 +442,7 @@ template <KvType KT, KvType VT, int N>
   }
   for (int h = 0; h < N; ++h) {
     for (int g = 0; g < v_groups; ++g) {
-      const __m512 inv = _mm512_set1_ps(w_inv[h * kMaxScaleGroups + g]);
+      const __m512 inv = _mm512_set1_ps(w_inv[h * kWStride + g]);
       for (int half = 0; half < 2; ++half) {
         const __m512 w = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale[g] + 16 * half));
         const __m512i u = _mm512_cvt_roundps_epi32(_mm512_mul_ps(w, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
