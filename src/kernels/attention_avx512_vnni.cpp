@@ -78,6 +78,11 @@ struct IntTile {
 };
 
 constexpr int scale_groups(KvType t, int d) { return t == KvType::Q4 ? d / 32 : 1; }
+// Per-head values kept for each V scale group (the softmax weights' maxima,
+// their scales) are indexed head * stride + group: q8 rows have one group,
+// so their heads lie side by side, one vector for all of them.
+template <KvType VT>
+constexpr int kWeightStride = VT == KvType::Q4 ? kMaxScaleGroups : 1;
 
 // Values [64 s, 64 s + 64) of a q8 or q4 row as int8. A q4 group of 32 keeps
 // value i in the low nibble of byte i and value i + 16 in its high nibble.
@@ -283,7 +288,7 @@ template <KvType VT, int HN>
     const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
     float* acc = states[h0 + h] + 2 + s * kSegment;
     for (int v = 0; v < 4; ++v) {
-      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * (VT == KvType::Q4 ? kMaxScaleGroups : 1) + (v < 2 ? g_lo : g_hi)]);
+      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kWeightStride<VT> + (v < 2 ? g_lo : g_hi)]);
       _mm512_storeu_ps(acc + 16 * v,
                        _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
     }
@@ -383,7 +388,7 @@ template <KvType KT, KvType VT, int N>
   // Per-head maxima go into lanes of a vector (lane h: head h) in registers:
   // written as scalars and read back as a vector, they waited on a store
   // that cannot forward (~20 cycles each time).
-  constexpr int kWStride = VT == KvType::Q4 ? kMaxScaleGroups : 1;  // w_* index: head * kWStride + group
+  constexpr int kWStride = kWeightStride<VT>;
   alignas(64) float m_new[16], corr[16];
   alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
       w_scale[kHeadBlock * kMaxScaleGroups];
