@@ -389,7 +389,7 @@ template <KvType KT, KvType VT, int N>
   // written as scalars and read back as a vector, they waited on a store
   // that cannot forward (~20 cycles each time).
   constexpr int kWStride = kWeightStride<VT>;
-  alignas(64) float m_new[16], corr[16];
+  alignas(64) float corr[16];
   alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
       w_scale[kHeadBlock * kMaxScaleGroups];
   __m512 m_old_v = _mm512_setzero_ps(), m_new_v = _mm512_setzero_ps(), w_max_v = _mm512_setzero_ps();
@@ -410,14 +410,13 @@ template <KvType KT, KvType VT, int N>
   // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
   const __mmask16 seen = _mm512_cmp_ps_mask(m_old_v, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
   _mm512_store_ps(corr, _mm512_maskz_mov_ps(seen, Avx512Ops::exp(_mm512_sub_ps(m_old_v, m_new_v))));
-  _mm512_store_ps(m_new, m_new_v);
   __m512 row_sum[8];
   for (int h = 0; h < N; ++h) {
     const __m512 p0 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h]), m_new_b[h]));
     const __m512 p1 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h] + 16), m_new_b[h]));
     _mm512_store_ps(sc[h], p0);
     _mm512_store_ps(sc[h] + 16, p1);
-    states[h][0] = m_new[h];
+    states[h][0] = _mm512_cvtss_f32(m_new_b[h]);
     row_sum[h] = _mm512_add_ps(p0, p1);
     if constexpr (VT == KvType::Q4) {
       for (int g = 0; g < v_groups; ++g) {
