@@ -43,6 +43,7 @@ struct Target {
   int act_slot;           // which converted copy of x it reads; -1: x itself
   const std::byte* act;  // activation row 0
   size_t act_stride;
+  const std::byte* decode_operands;  // one token: built from act by kernel.decode_operands
 };
 
 // Rows per kernel call: about blocks().weight_bytes of weights, a multiple of kRowAlign.
@@ -92,6 +93,7 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
       a.n_rows = std::min(rows_per_call, end - r0);
       a.act = t.act + static_cast<size_t>(t0) * t.act_stride;
       a.n_tokens = std::min(token_block, n_tokens - t0);
+      a.decode_operands = n_tokens == 1 ? t.decode_operands : nullptr;
       a.y = t.y + t0 * t.n_rows + r0;
       if (t.deinterleave) {
         gemm_deinterleaved(a, t.kernel.fn);
@@ -151,14 +153,19 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
     t.row_bytes = w.row_stride();
   }
 
-  // Convert x once per distinct format; kF32 reads x in place.
+  // Convert x once per distinct format; kF32 reads x in place. A format
+  // some kernel builds decode operands from gets room for them whatever the
+  // token count, so that the scratch stops growing after the first call.
   std::array<ActFormat, kMaxFused> formats;
   std::array<size_t, kMaxFused> offsets;
+  std::array<DecodeOperandsFn, kMaxFused> builders{};
+  std::array<size_t, kMaxFused> operand_offsets{};
   int n_formats = 0;
   size_t scratch_bytes = 0;
   for (int j = 0; j < n_targets; ++j) {
     Target& t = targets[static_cast<size_t>(j)];
     t.act_slot = -1;
+    t.decode_operands = nullptr;
     if (t.kernel.act == ActFormat::kF32) {
       t.act = reinterpret_cast<const std::byte*>(x);
       t.act_stride = static_cast<size_t>(k) * sizeof(float);
@@ -174,11 +181,20 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
       ++n_formats;
     }
     t.act_slot = f;
+    const size_t slot = static_cast<size_t>(f);
+    if (t.kernel.decode_operands != nullptr && builders[slot] == nullptr) {
+      builders[slot] = t.kernel.decode_operands;
+      operand_offsets[slot] = (scratch_bytes + 63) / 64 * 64;
+      scratch_bytes = operand_offsets[slot] + decode_operand_bytes(k);
+    }
   }
   scratch_.reserve(scratch_bytes);
   for (int j = 0; j < n_targets; ++j) {
     Target& t = targets[static_cast<size_t>(j)];
-    if (t.act_slot >= 0) t.act = scratch_.data() + offsets[static_cast<size_t>(t.act_slot)];
+    if (t.act_slot < 0) continue;
+    const size_t slot = static_cast<size_t>(t.act_slot);
+    t.act = scratch_.data() + offsets[slot];
+    if (n_tokens == 1 && t.kernel.decode_operands != nullptr) t.decode_operands = scratch_.data() + operand_offsets[slot];
   }
   if (n_formats > 0) {
     const int64_t token_grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, k));
@@ -188,6 +204,10 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
         const size_t stride = act_layout(fmt, k).row_bytes;
         for (int64_t t = begin; t < end; ++t) {
           quantize_act_row(fmt, x + t * k, scratch_.data() + offsets[static_cast<size_t>(f)] + static_cast<size_t>(t) * stride, k);
+        }
+        if (n_tokens == 1 && builders[static_cast<size_t>(f)] != nullptr) {
+          builders[static_cast<size_t>(f)](scratch_.data() + offsets[static_cast<size_t>(f)], k,
+                                           scratch_.data() + operand_offsets[static_cast<size_t>(f)]);
         }
       }
     }, token_grain);

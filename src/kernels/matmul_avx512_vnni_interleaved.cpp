@@ -224,16 +224,14 @@ template <class F>
 
 // One group of 8 rows (at g, nb blocks) against one token.
 template <class F>
-void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, float* y) {
-  const uint8_t* xq = x.qs(0);
+void group_decode_32(const uint8_t* g, int64_t nb, const ActRows& x, const GemmArgs& a, float* y) {
   const float* xd = x.d(0);
   const int16_t* xs = x.sums(0);
   __m256 acc = _mm256_setzero_ps();
   for_each_block_pair<F::kBlockBytes>(g, nb, kDecodePrefetchBytes / F::kBlockBytes, [&](int64_t b, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
-    const uint8_t* x0 = xq + 32 * b;
-    const uint8_t* x1 = both ? x0 + 32 : x0;
+    const __m512i* xp = pair_entries<32>(a, b);
     __m512i s = _mm512_setzero_si512();
-    F::template sums<1>(p0, p1, [&](int, int j) { return broadcast4_two(x0, x1, j); }, &s);
+    F::template sums<1>(p0, p1, [&](int, int j) { return pair_operand(xp, j); }, &s);
     const int32_t xs0 = F::kSumScale * xs[b], xs1 = F::kSumScale * xs[both ? b + 1 : b];
     const __m512i total = _mm512_sub_epi32(s, halves(_mm256_set1_epi32(xs0), _mm256_set1_epi32(xs1)));
     acc = block_step<F>(low_half(total), p0, xd[b], xs[b], acc);
@@ -264,7 +262,7 @@ template <class F>
 void gemm_pairs_32(const GemmArgs& a) {
   if (a.n_tokens == 1) {
     return gemm_groups_decode(a, ActFormat::kQ8_0,
-                              [&](const uint8_t* g, const ActRows& x, float* y) { group_decode_32<F>(g, a.k / 32, x, y); });
+                              [&](const uint8_t* g, const ActRows& x, float* y) { group_decode_32<F>(g, a.k / 32, x, a, y); });
   }
   for_each_pair_tile(a, ActFormat::kQ8_0, [&](const uint8_t* g, size_t group_bytes, const ActRows& x, int64_t t, int64_t n, float* y) {
     if (n == kTokens) return pair_tile_32<F, kTokens>(g, group_bytes, a.k / 32, x, t, y, a.ldy);
@@ -380,21 +378,19 @@ void iq4_xs_pair_rest(const uint8_t* g, size_t group_bytes, int64_t n_sb, const 
 
 // One group of 8 rows (at g, n_sb super-blocks) against one token.
 template <class Block>
-void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, float* y) {
+void iq4_xs_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, const GemmArgs& a, float* y) {
   constexpr size_t kBlock = IQ4_XSPair<Block>::kBlockBytes;
-  const uint8_t* xq = x.qs(0);
   const float* xd = x.d(0);
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
   __m256 acc = _mm256_setzero_ps();
   const __m256 dscale = _mm256_set1_ps(kDScaleOf<Block>);
   for_each_block_pair<kBlock>(g, n_sb, 4, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
-    const uint8_t* x0 = xq + 256 * sb;
-    const uint8_t* x1 = both ? x0 + 256 : x0;
+    const __m512i* xp = pair_entries<256>(a, sb);
     const uint8_t* b0 = bs + 32 * sb;  // 16 int16 sums a super-block
     const uint8_t* b1 = both ? b0 + 32 : b0;
     __m512i isum = _mm512_setzero_si512();
     IQ4_XSPair<Block>::template sums<1>(
-        p0, p1, [&](int, int ib, int j) { return broadcast4_two(x0 + 32 * ib, x1 + 32 * ib, j); },
+        p0, p1, [&](int, int ib, int j) { return pair_operand(xp, 8 * ib + j); },
         [&](int, int c) { return broadcast4_two(b0, b1, c); }, &isum);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(isum)), _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), dscale), _mm256_set1_ps(xd[sb])), acc);
     if (both) {
@@ -410,7 +406,7 @@ void gemm_iq4_xs_pairs(const GemmArgs& a) {
   const int64_t n_sb = a.k / 256;
   if (a.n_tokens == 1) {
     return gemm_groups_decode(a, ActFormat::kQ8_K,
-                              [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode<Block>(g, n_sb, x, y); });
+                              [&](const uint8_t* g, const ActRows& x, float* y) { iq4_xs_group_decode<Block>(g, n_sb, x, a, y); });
   }
   for_each_pair_tile(a, ActFormat::kQ8_K, [&](const uint8_t* g, size_t group_bytes, const ActRows& x, int64_t t, int64_t n, float* y) {
     if (n == kTokens) return iq4_xs_pair_tile<Block, kTokens>(g, group_bytes, n_sb, x, t, y, a.ldy);
@@ -492,15 +488,15 @@ void gemm_f16_pairs(const GemmArgs& a) {
 
 GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t) {
   switch (t) {
-    case DType::Q4_0: return {gemm_pairs_32<Q4_0Pair>, ActFormat::kQ8_0, true};
-    case DType::Q8_0: return {gemm_pairs_32<Q8_0Pair>, ActFormat::kQ8_0, true};
-    case DType::Q4_1: return {gemm_pairs_32<Q4_1Pair>, ActFormat::kQ8_0, true};
-    case DType::Q5_0: return {gemm_pairs_32<Q5_0Pair>, ActFormat::kQ8_0, true};
-    case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true};
-    case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true};
-    case DType::IQ4_XS: return {gemm_iq4_xs_pairs<BlockIQ4_XS>, ActFormat::kQ8_K, true};
-    case DType::IQ3_S_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_S_WIDE>, ActFormat::kQ8_K, true};
-    case DType::IQ3_XXS_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_XXS_WIDE>, ActFormat::kQ8_K, true};
+    case DType::Q4_0: return {gemm_pairs_32<Q4_0Pair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::Q8_0: return {gemm_pairs_32<Q8_0Pair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::Q4_1: return {gemm_pairs_32<Q4_1Pair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::Q5_0: return {gemm_pairs_32<Q5_0Pair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::Q5_1: return {gemm_pairs_32<Q5_1Pair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::IQ4_NL: return {gemm_pairs_32<IQ4_NLPair>, ActFormat::kQ8_0, true, build_pair_operands<32>};
+    case DType::IQ4_XS: return {gemm_iq4_xs_pairs<BlockIQ4_XS>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::IQ3_S_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_S_WIDE>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::IQ3_XXS_WIDE: return {gemm_iq4_xs_pairs<BlockIQ3_XXS_WIDE>, ActFormat::kQ8_K, true, build_pair_operands<256>};
     case DType::F16: return {gemm_f16_pairs, ActFormat::kF32RoundF16, true};
     default: return gemm_kernel_avx512_vnni_kquants(t);
   }

@@ -175,12 +175,11 @@ inline __m512i bit_to_16x2(__m512i v) {
 }
 
 // Sub-blocks 2J (low nibbles) and 2J + 1 (high) of the two super-blocks (p0:
-// low 256 bits, activations x0; p1: high, x1), added into isum times their
-// scales. kFifthBit (Q5_K): qh holds the 8 qh lines of both.
+// low 256 bits; p1: high; xb their pair_entries), added into
+// isum times their scales. kFifthBit (Q5_K): qh holds the 8 qh lines of both.
 template <int J, bool kFifthBit>
 [[gnu::always_inline]] inline __m512i k_pair_chunk(const uint8_t* p0, const uint8_t* p1, const __m512i (&qh)[8],
-                                                   const __m512i* scale, const uint8_t* x0, const uint8_t* x1,
-                                                   __m512i isum) {
+                                                   const __m512i* scale, const __m512i* xb, __m512i isum) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -191,20 +190,26 @@ template <int J, bool kFifthBit>
       q_lo = _mm512_or_si512(q_lo, bit_to_16x2<2 * J>(qh[c]));
       q_hi = _mm512_or_si512(q_hi, bit_to_16x2<2 * J + 1>(qh[c]));
     }
-    lo = _mm512_dpbusd_epi32(lo, q_lo, broadcast4_two(x0 + 64 * J, x1 + 64 * J, c));
-    hi = _mm512_dpbusd_epi32(hi, q_hi, broadcast4_two(x0 + 64 * J + 32, x1 + 64 * J + 32, c));
+    lo = _mm512_dpbusd_epi32(lo, q_lo, pair_operand(xb, 16 * J + c));
+    hi = _mm512_dpbusd_epi32(hi, q_hi, pair_operand(xb, 16 * J + 8 + c));
   }
   isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, scale[2 * J]));
   return _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, scale[2 * J + 1]));
 }
 
-// One group of 8 rows (at g, n_sb super-blocks) against token t.
+// Super-blocks prefetched ahead by the Q4_K, Q5_K and Q6_K decode kernels.
+// With their operands from pair_entries they ran GemvX8 q4_K ffn_down (from
+// DRAM, one thread, Zen 5) 8% slower than before at 2 ahead although faster
+// in L2; 6 ahead (~7-10 KiB) brought it back level (3 alternations).
+constexpr size_t kKDecodeAhead = 6;
+
+// One group of 8 rows (at g, n_sb super-blocks) against one token.
 template <class K>
-void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t, float* y) {
+void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, const GemmArgs& a, float* y) {
   constexpr bool kFifthBit = std::is_same_v<K, Q5_KUnpacked>;
   constexpr size_t kBlock = K::kBlockBytes;
   __m256 acc = _mm256_setzero_ps();
-  for_each_block_pair<kBlock>(g, n_sb, 2, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
+  for_each_block_pair<kBlock>(g, n_sb, kKDecodeAhead, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
     UnpackedSuperBlock u0, u1;  // scales, mins and d only
     K::unpack_scales(p0, u0);
     K::unpack_scales(p1, u1);
@@ -214,15 +219,14 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, int64_t t,
     if constexpr (kFifthBit) {
       for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
     }
-    const uint8_t* x0 = x.qs(t) + 256 * sb;
-    const uint8_t* x1 = both ? x0 + 256 : x0;
+    const __m512i* xp = pair_entries<256>(a, sb);
     __m512i isum = _mm512_setzero_si512();
-    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
-    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
-    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
-    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, scale, x0, x1, isum);
-    acc = K::finish(u0, low_half(isum), x, t, sb, acc);
-    if (both) acc = K::finish(u1, high_half(isum), x, t, sb + 1, acc);
+    isum = k_pair_chunk<0, kFifthBit>(p0, p1, qh, scale, xp, isum);
+    isum = k_pair_chunk<1, kFifthBit>(p0, p1, qh, scale, xp, isum);
+    isum = k_pair_chunk<2, kFifthBit>(p0, p1, qh, scale, xp, isum);
+    isum = k_pair_chunk<3, kFifthBit>(p0, p1, qh, scale, xp, isum);
+    acc = K::finish(u0, low_half(isum), x, 0, sb, acc);
+    if (both) acc = K::finish(u1, high_half(isum), x, 0, sb + 1, acc);
   });
   _mm256_storeu_ps(y, acc);
 }
@@ -250,8 +254,8 @@ template <class K, int J, int H>
 // Half H (128 elements) of both super-blocks: 8 lines, each giving 4
 // sub-blocks' values; the 8 sub-blocks' sums, scaled, into isum.
 template <class K, int H>
-[[gnu::always_inline]] inline __m512i half_2bit_pair(const uint8_t* p0, const uint8_t* p1, const __m512i* scale, const uint8_t* x0,
-                                                     const uint8_t* x1, __m512i isum) {
+[[gnu::always_inline]] inline __m512i half_2bit_pair(const uint8_t* p0, const uint8_t* p1, const __m512i* scale, const __m512i* xb,
+                                                     __m512i isum) {
   __m512i s[8];  // s[2j + mm / 4]: sub-block 8H + 2j + mm / 4
   for (__m512i& v : s) v = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -260,13 +264,12 @@ template <class K, int H>
     const __m512i qs = halves(load256(p0 + at), load256(p1 + at));
     __m512i hm = _mm512_setzero_si512();
     if constexpr (K::kHasHmask) hm = halves(load256(p0 + K::kHmask + 32 * mm), load256(p1 + K::kHmask + 32 * mm));
-    const uint8_t* a = x0 + 128 * H;
-    const uint8_t* b = x1 + 128 * H;
+    const int a = 32 * H + mm;  // dword 32H + 8j + mm: elements 128H + 32j + 4mm
     const int h = mm / 4;
-    s[h] = _mm512_dpbusd_epi32(s[h], values_2bit<K, 0, H>(qs, hm), broadcast4_two(a, b, mm));
-    s[2 + h] = _mm512_dpbusd_epi32(s[2 + h], values_2bit<K, 1, H>(qs, hm), broadcast4_two(a + 32, b + 32, mm));
-    s[4 + h] = _mm512_dpbusd_epi32(s[4 + h], values_2bit<K, 2, H>(qs, hm), broadcast4_two(a + 64, b + 64, mm));
-    s[6 + h] = _mm512_dpbusd_epi32(s[6 + h], values_2bit<K, 3, H>(qs, hm), broadcast4_two(a + 96, b + 96, mm));
+    s[h] = _mm512_dpbusd_epi32(s[h], values_2bit<K, 0, H>(qs, hm), pair_operand(xb, a));
+    s[2 + h] = _mm512_dpbusd_epi32(s[2 + h], values_2bit<K, 1, H>(qs, hm), pair_operand(xb, a + 8));
+    s[4 + h] = _mm512_dpbusd_epi32(s[4 + h], values_2bit<K, 2, H>(qs, hm), pair_operand(xb, a + 16));
+    s[6 + h] = _mm512_dpbusd_epi32(s[6 + h], values_2bit<K, 3, H>(qs, hm), pair_operand(xb, a + 24));
   }
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[i], scale[8 * H + i]));
@@ -303,7 +306,7 @@ template <class K>
 // UnpackedSuperBlock (K::unpack_scales, K::finish per half) they took ~40% of
 // the time (GemvX8 q2_K ffn_up one thread ~19 GB/s, ~27 without them).
 template <class K>
-void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, float* y) {
+void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, const GemmArgs& a, float* y) {
   constexpr bool kSigned = K::kSignedScales;
   const float* xd = x.d(0);
   const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
@@ -314,10 +317,9 @@ void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, float* 
     K::scale_bytes(p1, sc1, off1);
     __m512i scale[16];
     for (int s = 0; s < 16; ++s) scale[s] = bytes_two<kSigned>(sc0 + 8 * s, sc1 + 8 * s);
-    const uint8_t* x0 = x.qs(0) + 256 * sb;
-    const uint8_t* x1 = both ? x0 + 256 : x0;
-    __m512i isum = half_2bit_pair<K, 0>(p0, p1, scale, x0, x1, _mm512_setzero_si512());
-    isum = half_2bit_pair<K, 1>(p0, p1, scale, x0, x1, isum);
+    const __m512i* xp = pair_entries<256>(a, sb);
+    __m512i isum = half_2bit_pair<K, 0>(p0, p1, scale, xp, _mm512_setzero_si512());
+    isum = half_2bit_pair<K, 1>(p0, p1, scale, xp, isum);
     const uint8_t* b0 = bs + 32 * sb;  // 16 int16 sums a super-block
     const uint8_t* b1 = both ? b0 + 32 : b0;
     __m512i osum = _mm512_setzero_si512();
@@ -330,9 +332,69 @@ void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, float* 
   _mm256_storeu_ps(y, acc);
 }
 
+// ---- Q6_K decode: two super-blocks per pass, straight from the packed lines ----
+//
+// group_tile_q6_k (AVX2) with super-blocks sb and sb + 1 of one group in the
+// halves (one stream). Per sub-block of 16 and row lane the exact sum of
+// q (0..63) x activation by vpdpbusd (4 lines), times the row's int8 scale;
+// minus 32 x the scales against the activations' sums per 16; each half's
+// float step is group_tile_q6_k's, in super-block order, so a token alone is
+// bitwise the token in a batch. GemvX8Hot q6_K (in L2, one thread, Zen 5):
+// 11.8 us on the AVX2 kernel (the same values assembled 256 bits at a time,
+// summed by vpmaddubsw + vpmaddwd), 8.1 here.
+void group_decode_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, const GemmArgs& a, float* y) {
+  constexpr size_t kBlock = 8 * 210;
+  const float* xd = x.d(0);
+  const uint8_t* bs = reinterpret_cast<const uint8_t*>(x.sums(0));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for_each_block_pair<kBlock>(g, n_sb, kKDecodeAhead, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
+    const uint8_t* sc0 = p0 + 16;  // int8 scales at 8s + r
+    const uint8_t* sc1 = p1 + 16;
+    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i s[4][2];  // [j][m / 4]: sub-block 8h + 2j + m / 4
+      for (auto& sj : s) sj[0] = sj[1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const size_t l0 = 144 + 256 * (2 * h) + 32 * m, l1 = l0 + 256, lh = 1168 + 256 * h + 32 * m;
+        const __m512i ql0 = halves(load256(p0 + l0), load256(p1 + l0));
+        const __m512i ql1 = halves(load256(p0 + l1), load256(p1 + l1));
+        const __m512i qh = halves(load256(p0 + lh), load256(p1 + lh));
+        const __m512i q[4] = {
+            _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
+            _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30))};
+        const __m512i* xp = pair_entries<256>(a, sb);  // operand 32h + 8j + m: elements 128h + 32j + 4m
+        for (int j = 0; j < 4; ++j) s[j][m / 4] = _mm512_dpbusd_epi32(s[j][m / 4], q[j], pair_operand(xp, 32 * h + 8 * j + m));
+      }
+      for (int j = 0; j < 4; ++j) {
+        for (int half = 0; half < 2; ++half) {
+          const int sub = 8 * h + 2 * j + half;
+          isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[j][half], bytes_two<true>(sc0 + 8 * sub, sc1 + 8 * sub)));
+        }
+      }
+    }
+    // The scales against the activations' 16 sums (int16 pairs, s = 2c, 2c + 1).
+    const uint8_t* b0 = bs + 32 * sb;
+    const uint8_t* b1 = both ? b0 + 32 : b0;
+    __m512i osum = _mm512_setzero_si512();
+    for (int c = 0; c < 8; ++c) osum = _mm512_add_epi32(osum, _mm512_madd_epi16(byte_pairs_two<true>(sc0, sc1, c), broadcast4_two(b0, b1, c)));
+    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(osum, 5));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low_half(total)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p0)), _mm256_set1_ps(xd[sb])), acc);
+    if (both) {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high_half(total)), _mm256_mul_ps(_mm256_cvtph_ps(load128(p1)), _mm256_set1_ps(xd[sb + 1])),
+                            acc);
+    }
+  });
+  _mm256_storeu_ps(y, acc);
+}
+
 // Below K::kMinTokens tokens the groups are not unpacked (one token's pass
 // over a group costs about what unpacking it does): one token takes the
-// decode kernels above (Q4_K, Q5_K), a few tokens and Q6_K the AVX2 direct kernels.
+// decode kernels above, a few tokens the AVX2 direct kernels.
 template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
@@ -340,13 +402,19 @@ void gemm_k_pairs(const GemmArgs& a) {
     if constexpr (std::is_same_v<K, Q2_KUnpacked> || std::is_same_v<K, Q3_KUnpacked>) {
       if (a.n_tokens == 1) {
         return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
-          group_decode_2bit<K>(g, a.k / 256, x, y);
+          group_decode_2bit<K>(g, a.k / 256, x, a, y);
         });
       }
-    } else if constexpr (!std::is_same_v<K, Q6_KUnpacked>) {
+    } else if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
       if (a.n_tokens == 1) {
         return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
-          k_group_decode<K>(g, a.k / 256, x, 0, y);
+          group_decode_q6_k(g, a.k / 256, x, a, y);
+        });
+      }
+    } else {
+      if (a.n_tokens == 1) {
+        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+          k_group_decode<K>(g, a.k / 256, x, a, y);
         });
       }
     }
@@ -377,11 +445,11 @@ void gemm_k_pairs(const GemmArgs& a) {
 
 GemmKernel gemm_kernel_avx512_vnni_kquants(DType t) {
   switch (t) {
-    case DType::Q2_K: return {gemm_k_pairs<Q2_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q3_K: return {gemm_k_pairs<Q3_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true};
-    case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true};
+    case DType::Q2_K: return {gemm_k_pairs<Q2_KUnpacked>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::Q3_K: return {gemm_k_pairs<Q3_KUnpacked>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::Q4_K: return {gemm_k_pairs<Q4_KUnpacked>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::Q5_K: return {gemm_k_pairs<Q5_KUnpacked>, ActFormat::kQ8_K, true, build_pair_operands<256>};
+    case DType::Q6_K: return {gemm_k_pairs<Q6_KUnpacked>, ActFormat::kQ8_K, true, build_pair_operands<256>};
     default: return {};
   }
 }

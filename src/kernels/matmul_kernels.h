@@ -19,6 +19,14 @@
 
 namespace tokamak::kernels {
 
+// Builds, from one token's activations in a kernel's format (at act), the
+// operands its one-token path reads (at out: 64-byte aligned, at most
+// decode_operand_bytes(k) bytes). Matmul::run builds them once per call of a
+// one-token product, for all threads and row chunks, and hands them over in
+// GemmArgs::decode_operands.
+using DecodeOperandsFn = void (*)(const std::byte* act, int64_t k, std::byte* out);
+inline constexpr size_t decode_operand_bytes(int64_t k) { return 2 * static_cast<size_t>((k + 511) / 512 * 512); }
+
 struct GemmArgs {
   DType type = DType::F32;         // of the weight
   const std::byte* w = nullptr;    // weight row 0 (packed GGML blocks, any alignment)
@@ -31,6 +39,7 @@ struct GemmArgs {
   float* y = nullptr;              // y[t * ldy + r]
   int64_t ldy = 0;
   bool continue_sums = false;      // gemm_f32_reference only: each sum starts from y's value
+  const std::byte* decode_operands = nullptr;  // one token, a kernel with decode_operands: what it built
 };
 
 using GemmFn = void (*)(const GemmArgs& args);
@@ -54,6 +63,9 @@ struct GemmKernel {
   // group, w_stride still the plain row size, and rows after the tensor's last
   // full group are plain.
   bool interleaved = false;
+  // Set: one-token calls get GemmArgs::decode_operands built by it. For one
+  // ActFormat every kernel's builder builds the same layout.
+  DecodeOperandsFn decode_operands = nullptr;
 };
 
 // Per-variant tables. The scalar one covers every dequantizable type (Q8_K,
