@@ -79,7 +79,7 @@ GemmKernel gemm_kernel_avx512_vnni(DType t);
 GemmKernel gemm_kernel_avx512_bf16(DType t);
 GemmKernel gemm_kernel_neon(DType t);
 // Kernels over interleaved weights (kernels/interleave.h). The AVX-512 VNNI
-// kernels hand Q6_K decode and the rows after the last pair of groups to the
+// kernels hand the rows after the last pair of groups to the
 // AVX2 ones; plain AVX-512 uses the AVX2 table for the quantized types
 // (gemm_kernel_interleaved).
 GemmKernel gemm_kernel_avx2_interleaved(DType t);
