@@ -162,6 +162,10 @@ struct Q4_KUnpacked {
     Q4KScales sc;
     unpack_q4_k_scales(p, sc);
     for (int s = 0; s < 8; ++s) u.scale[s] = int16_pairs(scales_of(sc, s));
+    unpack_finish_inputs(p, sc, u);
+  }
+  // What finish reads (the mins' pairs, d, dmin), from the unpacked scales.
+  static void unpack_finish_inputs(const uint8_t* p, const Q4KScales& sc, UnpackedSuperBlock& u) {
     for (int q = 0; q < 4; ++q) u.offset[q] = sc.m16[q];
     u.d = _mm256_cvtph_ps(load128(p));
     u.dmin = _mm256_cvtph_ps(load128(p + 16));

@@ -153,6 +153,24 @@ void unpacked_pair_rest(const UnpackedPair* u, int64_t n_sb, const ActRows& x, i
   }
 }
 
+// Row lanes 0-7: the bytes at a (8s + r, as byte_per_row), 8-15: at b, widened to int32.
+template <bool kSigned>
+inline __m512i bytes_two(const uint8_t* a, const uint8_t* b) {
+  const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+}
+// byte_pairs_per_row of a in row lanes 0-7, of b in 8-15.
+template <bool kSigned>
+inline __m512i byte_pairs_two(const uint8_t* a, const uint8_t* b, int c) {
+  auto pairs = [c](const uint8_t* x) {
+    return _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 16 * c)),
+                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 16 * c + 8)));
+  };
+  const __m256i v = _mm256_set_m128i(pairs(b), pairs(a));
+  return kSigned ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
+}
+
 // ---- Q4_K and Q5_K decode: two super-blocks per pass, straight from the packed lines ----
 //
 // Their one-token AVX2 kernels are bound by instructions as much as by
@@ -210,11 +228,17 @@ void k_group_decode(const uint8_t* g, int64_t n_sb, const ActRows& x, const Gemm
   constexpr size_t kBlock = K::kBlockBytes;
   __m256 acc = _mm256_setzero_ps();
   for_each_block_pair<kBlock>(g, n_sb, kKDecodeAhead, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
-    UnpackedSuperBlock u0, u1;  // scales, mins and d only
-    K::unpack_scales(p0, u0);
-    K::unpack_scales(p1, u1);
-    __m512i scale[8];  // the float steps below take u0's and u1's offsets and d themselves
-    pair_scale_lines<K>(u0, u1, scale);
+    // The 6-bit scales and mins (Q4_K's layout, Q5_K's too); the scales go
+    // straight from their bytes to the 16 row lanes: through K::unpack_scales'
+    // int16 pairs and pair_scale_lines they cost ~90 instructions a pair.
+    Q4KScales s0, s1;
+    unpack_q4_k_scales(p0, s0);
+    unpack_q4_k_scales(p1, s1);
+    __m512i scale[8];
+    for (int sub = 0; sub < 8; ++sub) scale[sub] = bytes_two<false>(s0.sc + 8 * sub, s1.sc + 8 * sub);
+    UnpackedSuperBlock u0, u1;  // what K::finish reads: the mins' pairs, d and dmin
+    K::unpack_finish_inputs(p0, s0, u0);
+    K::unpack_finish_inputs(p1, s1, u1);
     __m512i qh[8];
     if constexpr (kFifthBit) {
       for (int c = 0; c < 8; ++c) qh[c] = halves(load256(p0 + 1152 + 32 * c), load256(p1 + 1152 + 32 * c));
@@ -274,24 +298,6 @@ template <class K, int H>
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[i], scale[8 * H + i]));
   return isum;
-}
-
-// Row lanes 0-7: the bytes at a (8s + r, as byte_per_row), 8-15: at b, widened to int32.
-template <bool kSigned>
-inline __m512i bytes_two(const uint8_t* a, const uint8_t* b) {
-  const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
-                                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
-  return kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
-}
-// byte_pairs_per_row of a in row lanes 0-7, of b in 8-15.
-template <bool kSigned>
-inline __m512i byte_pairs_two(const uint8_t* a, const uint8_t* b, int c) {
-  auto pairs = [c](const uint8_t* x) {
-    return _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 16 * c)),
-                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 16 * c + 8)));
-  };
-  const __m256i v = _mm256_set_m128i(pairs(b), pairs(a));
-  return kSigned ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
 }
 
 // K::finish of one super-block (8 rows at p) from its integer sum and its
