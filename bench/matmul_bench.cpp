@@ -40,7 +40,8 @@ namespace {
 constexpr size_t kRotationBytes = size_t{512} << 20;
 
 // A weight matrix [rows, k] of type t: random quants with sane scales (the
-// speed of the kernels does not depend on the values), repeated in copies.
+// speed of the kernels does not depend on the values), repeated in copies
+// that fill rotation_bytes (0: one copy, read again each call).
 struct Weights {
   DType type;
   RowLayout layout;

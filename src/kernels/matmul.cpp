@@ -93,7 +93,7 @@ void run_rows(const Target& t, int64_t k, int64_t begin, int64_t end, int64_t n_
       a.n_rows = std::min(rows_per_call, end - r0);
       a.act = t.act + static_cast<size_t>(t0) * t.act_stride;
       a.n_tokens = std::min(token_block, n_tokens - t0);
-      a.decode_operands = n_tokens == 1 ? t.decode_operands : nullptr;
+      a.decode_operands = t.decode_operands;  // set for one-token calls only
       a.y = t.y + t0 * t.n_rows + r0;
       if (t.deinterleave) {
         gemm_deinterleaved(a, t.kernel.fn);

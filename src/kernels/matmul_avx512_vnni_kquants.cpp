@@ -288,12 +288,12 @@ template <class K, int H>
     const __m512i qs = halves(load256(p0 + at), load256(p1 + at));
     __m512i hm = _mm512_setzero_si512();
     if constexpr (K::kHasHmask) hm = halves(load256(p0 + K::kHmask + 32 * mm), load256(p1 + K::kHmask + 32 * mm));
-    const int a = 32 * H + mm;  // dword 32H + 8j + mm: elements 128H + 32j + 4mm
+    const int op = 32 * H + mm;  // operand 32H + 8j + mm: elements 128H + 32j + 4mm
     const int h = mm / 4;
-    s[h] = _mm512_dpbusd_epi32(s[h], values_2bit<K, 0, H>(qs, hm), pair_operand(xb, a));
-    s[2 + h] = _mm512_dpbusd_epi32(s[2 + h], values_2bit<K, 1, H>(qs, hm), pair_operand(xb, a + 8));
-    s[4 + h] = _mm512_dpbusd_epi32(s[4 + h], values_2bit<K, 2, H>(qs, hm), pair_operand(xb, a + 16));
-    s[6 + h] = _mm512_dpbusd_epi32(s[6 + h], values_2bit<K, 3, H>(qs, hm), pair_operand(xb, a + 24));
+    s[h] = _mm512_dpbusd_epi32(s[h], values_2bit<K, 0, H>(qs, hm), pair_operand(xb, op));
+    s[2 + h] = _mm512_dpbusd_epi32(s[2 + h], values_2bit<K, 1, H>(qs, hm), pair_operand(xb, op + 8));
+    s[4 + h] = _mm512_dpbusd_epi32(s[4 + h], values_2bit<K, 2, H>(qs, hm), pair_operand(xb, op + 16));
+    s[6 + h] = _mm512_dpbusd_epi32(s[6 + h], values_2bit<K, 3, H>(qs, hm), pair_operand(xb, op + 24));
   }
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s[i], scale[8 * H + i]));
@@ -347,7 +347,7 @@ void group_decode_2bit(const uint8_t* g, int64_t n_sb, const ActRows& x, const G
 // float step is group_tile_q6_k's, in super-block order, so a token alone is
 // bitwise the token in a batch. GemvX8Hot q6_K (in L2, one thread, Zen 5):
 // 11.8 us on the AVX2 kernel (the same values assembled 256 bits at a time,
-// summed by vpmaddubsw + vpmaddwd), 8.1 here.
+// summed by vpmaddubsw + vpmaddwd), 8.1 here, 7.1 with pair_operand.
 void group_decode_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, const GemmArgs& a, float* y) {
   constexpr size_t kBlock = 8 * 210;
   const float* xd = x.d(0);
@@ -357,6 +357,7 @@ void group_decode_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, const G
   for_each_block_pair<kBlock>(g, n_sb, kKDecodeAhead, [&](int64_t sb, bool both, const uint8_t* p0, const uint8_t* p1) __attribute__((always_inline)) {
     const uint8_t* sc0 = p0 + 16;  // int8 scales at 8s + r
     const uint8_t* sc1 = p1 + 16;
+    const __m512i* xp = pair_entries<256>(a, sb);  // operand 32h + 8j + m: elements 128h + 32j + 4m
     __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -373,7 +374,6 @@ void group_decode_q6_k(const uint8_t* g, int64_t n_sb, const ActRows& x, const G
             _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4), _mm512_and_si512(qh, m30)),
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30))};
-        const __m512i* xp = pair_entries<256>(a, sb);  // operand 32h + 8j + m: elements 128h + 32j + 4m
         for (int j = 0; j < 4; ++j) s[j][m / 4] = _mm512_dpbusd_epi32(s[j][m / 4], q[j], pair_operand(xp, 32 * h + 8 * j + m));
       }
       for (int j = 0; j < 4; ++j) {
@@ -405,24 +405,16 @@ template <class K>
 void gemm_k_pairs(const GemmArgs& a) {
   const GemmFn avx2 = gemm_kernel_avx2_interleaved(a.type).fn;
   if (a.n_tokens < K::kMinTokens) {
-    if constexpr (std::is_same_v<K, Q2_KUnpacked> || std::is_same_v<K, Q3_KUnpacked>) {
-      if (a.n_tokens == 1) {
-        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+    if (a.n_tokens == 1) {
+      return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+        if constexpr (std::is_same_v<K, Q2_KUnpacked> || std::is_same_v<K, Q3_KUnpacked>) {
           group_decode_2bit<K>(g, a.k / 256, x, a, y);
-        });
-      }
-    } else if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
-      if (a.n_tokens == 1) {
-        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+        } else if constexpr (std::is_same_v<K, Q6_KUnpacked>) {
           group_decode_q6_k(g, a.k / 256, x, a, y);
-        });
-      }
-    } else {
-      if (a.n_tokens == 1) {
-        return gemm_groups_decode(a, ActFormat::kQ8_K, [&](const uint8_t* g, const ActRows& x, float* y) {
+        } else {
           k_group_decode<K>(g, a.k / 256, x, a, y);
-        });
-      }
+        }
+      });
     }
     avx2(a);
     return;
