@@ -27,7 +27,9 @@
 # be left out. They are built with native flags into $SCRATCH (default
 # /tmp/tokamak-peers), never copied into tokamak. Models (TinyLlama-shaped, the
 # llama SPM vocabulary) are made there by `tokamak make-model`. Prints one
-# table: tokens/s (median of the repetitions), tokamak's ratio to each peer, and
+# table: tokens/s (median of the repetitions), tokamak's ratio to each peer (the
+# ratio of the medians, and the median of each repetition's ratio: a pair ran
+# back to back, so a minute's bandwidth meets both of its sides), and
 # for decode tokamak's % of the bandwidth roofline and of the binding (lower of
 # bandwidth and compute) roofline, as `tokamak bench` reports them.
 set -euo pipefail
@@ -116,27 +118,27 @@ for type in "${type_list[@]}"; do
       # shellcheck disable=SC2086 # peer_flags holds several words
       "${bench_bin[$peer]}" -m "$model" -t "$threads" "${peer_tests[@]}" -r 1 ${peer_flags[$peer]} -o json \
         > "$scratch/$peer-$type-$rep.json" 2> "$scratch/$peer-$type-$rep.log"
-      python3 - "$peer" "$type" "$scratch/$peer-$type-$rep.json" >> "$results" <<'PY'
+      python3 - "$peer" "$type" "$scratch/$peer-$type-$rep.json" "$rep" >> "$results" <<'PY'
 import json, sys
-peer, type_, path = sys.argv[1:]
+peer, type_, path, rep = sys.argv[1:]
 for r in json.load(open(path)):
     test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
     if r.get("test", "").startswith("tg") and r["n_prompt"]:  # ik_llama.cpp's -gp: tgN@ppD
         test = f"tg{r['n_gen']}@{r['n_prompt']}"
-    print(f"{type_}\t{test}\t{peer}\t{r['avg_ts']:.2f}\t")
+    print(f"{type_}\t{test}\t{peer}\t{r['avg_ts']:.2f}\t\t{rep}")
 PY
     done
     "$tokamak" bench -m "$model" -t "$threads" "${tokamak_tests[@]}" -r 1 "${tokamak_flags[@]}" --json > "$scratch/tokamak$suffix-$type-$rep.json"
-    python3 - "$type" "$scratch/tokamak$suffix-$type-$rep.json" >> "$results" <<'PY'
+    python3 - "$type" "$scratch/tokamak$suffix-$type-$rep.json" "$rep" >> "$results" <<'PY'
 import json, sys
-type_, path = sys.argv[1:]
+type_, path, rep = sys.argv[1:]
 for line in open(path):
     r = json.loads(line)
     # "tg32 @ ctx 8192" -> tg32@8192; the 128-token context is the plain tg row.
     test = r["test"].split()[0]
     if r.get("ctx", 0) > 128:
         test += f"@{r['ctx']}"
-    print(f"{type_}\t{test}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}/{r['binding_percent']:.0f}")
+    print(f"{type_}\t{test}\ttokamak\t{r['tokens_per_s']:.2f}\t{r['roofline_percent']:.0f}/{r['binding_percent']:.0f}\t{rep}")
 PY
   done
 done
@@ -145,11 +147,11 @@ done
 if [ -n "$llama2c" ]; then
   make -C "$llama2c" runomp > "$scratch/llama2c.build.log"
   data=${TOKAMAK_TEST_DATA:-$repo/../shared}/models/stories260K
-  for _ in $(seq "$reps"); do
+  for rep in $(seq "$reps"); do
     OMP_NUM_THREADS=$threads "$llama2c/run" "$data/stories260K.bin" -z "$data/tok512.bin" -t 0 -n 256 -i "Once upon a time" \
-      2>&1 | sed -n 's/.*achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t/p' >> "$results"
+      2>&1 | sed -n "s/.*achieved tok\/s: \([0-9.]*\).*/stories260K\ttg256\tllama2.c\t\1\t\t$rep/p" >> "$results"
     "$tokamak" run -m "$data/stories260K.bin" --tokenizer "$data/tok512.bin" -t "$threads" "${tokamak_flags[@]}" --temp 0 -n 256 -p "Once upon a time" \
-      2>&1 > /dev/null | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/stories260K\ttg256\ttokamak\t\1\t/p' >> "$results"
+      2>&1 > /dev/null | sed -n "s/.*decode: \([0-9.]*\) tok\/s.*/stories260K\ttg256\ttokamak\t\1\t\t$rep/p" >> "$results"
   done
 fi
 
@@ -158,29 +160,39 @@ import collections, statistics, sys
 path, peers = sys.argv[1], sys.argv[2:]
 if any(l.startswith("stories260K") for l in open(path)):
     peers = peers + ["llama2.c"]
-rows = collections.OrderedDict()
+rows = collections.OrderedDict()  # (type, test) -> engine -> {rep: tokens/s}
 roof = {}
 for line in open(path):
-    type_, test, engine, tps, roofline = line.rstrip("\n").split("\t")
-    rows.setdefault((type_, test), collections.defaultdict(list))[engine].append(float(tps))
+    type_, test, engine, tps, roofline, rep = line.rstrip("\n").split("\t")
+    rows.setdefault((type_, test), collections.defaultdict(dict))[engine][rep] = float(tps)
     if roofline:
         roof.setdefault((type_, test), []).append([float(x) for x in roofline.split("/")])
-head = ["type", "test"] + peers + ["tokamak"] + [f"x {p}" for p in peers] + ["tokamak % bandwidth / % binding roofline"]
+
+def paired(a, b):
+    """Median over the repetitions of a[rep] / b[rep]: each pair ran back to
+    back, so a moment's bandwidth meets both sides of each ratio."""
+    reps = [r for r in a if r in b]
+    return statistics.median(a[r] / b[r] for r in reps) if reps else None
+
+head = (["type", "test"] + peers + ["tokamak"] + [f"x {p} (medians / paired)" for p in peers] +
+        ["tokamak % bandwidth / % binding roofline"])
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for (type_, test), by in rows.items():
-    med = {e: statistics.median(v) for e, v in by.items()}
+    med = {e: statistics.median(v.values()) for e, v in by.items()}
     cells = [type_, test] + [f"{med[p]:.2f}" if p in med else "" for p in peers]
     cells.append(f"{med['tokamak']:.2f}" if "tokamak" in med else "")
-    cells += [f"{med['tokamak'] / med[p]:.2f}" if p in med and "tokamak" in med else "" for p in peers]
+    cells += [f"{med['tokamak'] / med[p]:.2f} / {paired(by['tokamak'], by[p]):.2f}" if p in med and "tokamak" in med
+              else "" for p in peers]
     r = roof.get((type_, test))
     cells.append("/".join(f"{statistics.median(x[i] for x in r):.0f}" for i in range(2)) if r and test.startswith("tg") else "")
     print("| " + " | ".join(cells) + " |")
-    # --depth: how many times slower each engine decodes at depth than at the start.
+    # --depth: how many times slower each engine decodes at depth than at the
+    # start (medians / paired: each repetition's two tests come from one run).
     base = rows.get((type_, test.split("@")[0])) if "@" in test else None
     if base:
-        slow = {e: statistics.median(base[e]) / med[e] for e in med if e in base}
-        cells = [type_, f"slowdown {test}"] + [f"{slow[p]:.2f}x" if p in slow else "" for p in peers]
-        cells.append(f"{slow['tokamak']:.2f}x" if "tokamak" in slow else "")
+        slow = {e: (statistics.median(base[e].values()) / med[e], paired(base[e], by[e])) for e in med if e in base}
+        cells = [type_, f"slowdown {test}"] + [f"{slow[p][0]:.2f}x / {slow[p][1]:.2f}x" if p in slow else "" for p in peers]
+        cells.append(f"{slow['tokamak'][0]:.2f}x / {slow['tokamak'][1]:.2f}x" if "tokamak" in slow else "")
         print("| " + " | ".join(cells + [""] * (len(head) - len(cells))) + " |")
 PY
