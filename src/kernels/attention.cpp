@@ -15,6 +15,7 @@ void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile
 void attention_chunk_avx512(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 void attention_chunk_avx512_vnni_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 void attention_chunk_avx2_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
+void attention_chunk_avx_vnni_int(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #endif
 
 void attention_reset(const AttentionParams& dims, int64_t n_queries, float* state) {
@@ -47,7 +48,7 @@ bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvTy
   // 1,089-1,138 / 786-811; 3: q8 681-724 / 807-859, q4 960-1,008 / 962-989;
   // 4: q8 400-410 / 483-489, q4 547-564 / 520-521). The group is the model's,
   // never the batch's.
-  if (isa == Isa::kAvx2) return dims.head_dim % 32 == 0 && dims.group() >= kAvx2IntegerMinGroup;
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni) return dims.head_dim % 32 == 0 && dims.group() >= kAvx2IntegerMinGroup;
   return isa >= Isa::kAvx512Vnni && isa != Isa::kNeon && dims.head_dim % 64 == 0;
 }
 
@@ -56,6 +57,7 @@ void attention_chunk(Isa isa, const AttentionParams& dims, const KvView& kv, con
 #if TOKAMAK_HAVE_X86_SIMD
   if (attention_integer_dots(isa, dims, kv.main.k_type, kv.main.v_type)) {
     if (isa == Isa::kAvx2) return attention_chunk_avx2_int(dims, kv, tile, chunk, partial);
+    if (isa == Isa::kAvxVnni) return attention_chunk_avx_vnni_int(dims, kv, tile, chunk, partial);
     return attention_chunk_avx512_vnni_int(dims, kv, tile, chunk, partial);
   }
   if (isa >= Isa::kAvx512 && isa != Isa::kNeon && dims.head_dim % 16 == 0) return attention_chunk_avx512(dims, kv, tile, chunk, partial);

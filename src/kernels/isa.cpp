@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <iterator>
+
 #if TOKAMAK_HAVE_X86_SIMD
 #include <cpuid.h>
 #endif
@@ -28,6 +31,7 @@ bool cpu_has(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return avx2;
+    case Isa::kAvxVnni: return avx2 && __builtin_cpu_supports("avxvnni");
     case Isa::kAvx512: return avx512;
     case Isa::kAvx512Vnni: return vnni;
     case Isa::kAvx512Bf16: return vnni && __builtin_cpu_supports("avx512bf16");
@@ -41,7 +45,15 @@ bool cpu_has(Isa isa) { return isa == Isa::kScalar || isa == Isa::kNeon; }
 bool cpu_has(Isa isa) { return isa == Isa::kScalar; }
 #endif
 
-constexpr Isa kAll[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16, Isa::kNeon};
+// In the enum's order: best_isa() takes the last one supported.
+constexpr Isa kAll[] = {Isa::kScalar,     Isa::kAvx2,       Isa::kAvxVnni, Isa::kAvx512,
+                        Isa::kAvx512Vnni, Isa::kAvx512Bf16, Isa::kNeon};
+static_assert([] {
+  for (size_t i = 0; i < std::size(kAll); ++i) {
+    if (static_cast<size_t>(kAll[i]) != i) return false;
+  }
+  return true;
+}(), "kAll lists the enum in order: isa_supported indexes it by value");
 
 }  // namespace
 
@@ -49,6 +61,7 @@ std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
+    case Isa::kAvxVnni: return "avx_vnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Vnni: return "avx512_vnni";
     case Isa::kAvx512Bf16: return "avx512_bf16";
@@ -59,9 +72,12 @@ std::string_view isa_name(Isa isa) {
 
 bool isa_supported(Isa isa) {
   // CPUID does not change while the process runs: an immutable fact, computed once.
-  static const bool supported[] = {cpu_has(kAll[0]), cpu_has(kAll[1]), cpu_has(kAll[2]),
-                                   cpu_has(kAll[3]), cpu_has(kAll[4]), cpu_has(kAll[5])};
-  return supported[static_cast<int>(isa)];
+  static const auto supported = [] {
+    std::array<bool, std::size(kAll)> s{};
+    for (size_t i = 0; i < s.size(); ++i) s[i] = cpu_has(kAll[i]);
+    return s;
+  }();
+  return supported[static_cast<size_t>(isa)];
 }
 
 Isa best_isa() {

@@ -14,10 +14,13 @@
 namespace tokamak::kernels {
 
 // In increasing order of capability on x86-64; each level includes the ones
-// below it. kNeon is the only vector level of an AArch64 build.
+// below it, but that kAvxVnni is a side branch of kAvx2: the AVX-512 levels
+// do not imply it (Skylake-X, Ice Lake and Zen 4 lack it), so a CPU with both
+// takes the AVX-512 ones. kNeon is the only vector level of an AArch64 build.
 enum class Isa {
   kScalar,      // portable C++; the reference every variant is tested against
   kAvx2,        // AVX2 + FMA + F16C + BMI2 (Haswell, Zen 1 and later)
+  kAvxVnni,     // + AVX-VNNI, VPDPBUSD / VPDPWSSD on 256 bits (Alder Lake and later Intel client CPUs, Zen 5)
   kAvx512,      // + AVX-512 F/BW/VL/DQ (Skylake-X)
   kAvx512Vnni,  // + AVX-512 VNNI (Ice Lake, Zen 4)
   kAvx512Bf16,  // + AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4)
@@ -42,6 +45,7 @@ size_t l2_cache_bytes();
 // too (every AVX2 CPU has them); AVX-512 variants assume F, BW, VL and DQ
 // (every AVX-512 server CPU since Skylake-SP).
 #define TOKAMAK_ISA_AVX2 "avx2,fma,f16c,bmi2"
+#define TOKAMAK_ISA_AVX_VNNI TOKAMAK_ISA_AVX2 ",avxvnni"
 #define TOKAMAK_ISA_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"
 #define TOKAMAK_ISA_AVX512_VNNI TOKAMAK_ISA_AVX512 ",avx512vnni"
 #define TOKAMAK_ISA_AVX512_BF16 TOKAMAK_ISA_AVX512_VNNI ",avx512bf16"

@@ -144,13 +144,14 @@ float rel_error(const std::vector<float>& a, const std::vector<float>& b, float 
 // rounding of the query and of the softmax weights. AVX-512 VNNI rounds the
 // query to ~15 bits against q8 K (8 against q4 K) and the weights to 8
 // (measured <= 8.7e-4 for q8/q8, <= 5.3e-3 with q4 over these shapes); AVX2
-// rounds both to 16 bits (measured <= 2.6e-5 over these shapes, 4x headroom).
+// rounds both to 16 bits (measured <= 2.6e-5 over these shapes, 4x headroom),
+// as does AVX-VNNI (the same kernel, its products through VPDPWSSD).
 constexpr float kFloatBound = 1e-5f;
 constexpr float kIntegerBound = 1e-2f;
 constexpr float kAvx2IntegerBound = 1e-4f;
 float bound_for(Isa isa, const Shape& s) {
   if (!attention_integer_dots(isa, s.dims(), s.k, s.v)) return kFloatBound;
-  return isa == Isa::kAvx2 ? kAvx2IntegerBound : kIntegerBound;
+  return isa == Isa::kAvx2 || isa == Isa::kAvxVnni ? kAvx2IntegerBound : kIntegerBound;
 }
 
 std::vector<int32_t> query_positions(const Shape& s, std::mt19937& rng) {
@@ -332,6 +333,41 @@ TEST(Attention, ResultsDoNotDependOnHeadBlocksOrPasses) {
 // AVX-512 VNNI) give each head the bits that a group of 8 with the same first
 // heads gives it, over the same cache, for a tile of three tokens; on VNNI
 // also 3 (a block of 4) against 4.
+// AVX-VNNI's integer attention is the AVX2 kernel with VPDPWSSD for VPMADDWD
+// + VPADDD: the same exact int32 sums, so the same bits, in every K/V type
+// pair, with several tokens, a sliding window and the f16 ring beside it.
+TEST(Attention, AvxVnniIntegerDotsGiveTheAvx2Bits) {
+  if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
+  std::mt19937 rng(7);
+  const KvType types[] = {KvType::Q8, KvType::Q4};
+  int cases = 0;
+  for (KvType k : types) {
+    for (KvType v : types) {
+      for (int recent : {0, 40}) {
+        Shape s;
+        s.n_heads = 32;
+        s.n_kv_heads = 4;
+        s.head_dim = 64;
+        s.length = 1300;
+        s.k = k;
+        s.v = v;
+        s.recent = recent;
+        s.window = recent > 0 ? 700 : 0;
+        s.seed = 500 + static_cast<uint32_t>(cases);
+        ASSERT_TRUE(attention_integer_dots(Isa::kAvxVnni, s.dims(), k, v)) << s.name();
+        const Fixture f(s);
+        const std::vector<int32_t> positions = query_positions(s, rng);
+        const std::vector<float> avx2 = run_kernel(Isa::kAvx2, s, f, positions);
+        const std::vector<float> vnni = run_kernel(Isa::kAvxVnni, s, f, positions);
+        ASSERT_EQ(avx2.size(), vnni.size());
+        EXPECT_EQ(std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float)), 0) << s.name();
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 8);
+}
+
 TEST(Attention, AHeadsResultDoesNotDependOnItsGroupsSize) {
   for (const auto& [full, part] : {std::pair{8, 7}, std::pair{8, 5}, std::pair{4, 3}}) {
     const Shape s_full{full, 1, 64, 700, 16, KvType::Q8, KvType::Q8, 0, 31};

@@ -113,10 +113,11 @@ const NativeCase kNativeCases[] = {
     {"fixtures/models/stories260K-q4_0.gguf", "stories260K-q4_0", 0.3f, 0.35f, true},
 };
 
-// The scalar reference, the AVX2 fallback and the best variant of this CPU.
+// The scalar reference, the AVX2 fallback, AVX-VNNI and the best variant of this CPU.
 std::vector<kernels::Isa> isas_to_check() {
   std::vector<kernels::Isa> out = {kernels::Isa::kScalar};
   if (kernels::isa_supported(kernels::Isa::kAvx2)) out.push_back(kernels::Isa::kAvx2);
+  if (kernels::isa_supported(kernels::Isa::kAvxVnni)) out.push_back(kernels::Isa::kAvxVnni);
   if (kernels::best_isa() != out.back()) out.push_back(kernels::best_isa());
   return out;
 }
