@@ -83,6 +83,7 @@ GemmKernel gemm_kernel_neon(DType t);
 // AVX2 ones; plain AVX-512 uses the AVX2 table for the quantized types
 // (gemm_kernel_interleaved).
 GemmKernel gemm_kernel_avx2_interleaved(DType t);
+GemmKernel gemm_kernel_avx_vnni_interleaved(DType t);  // the AVX2 ones, VPDPBUSD for the 32-element formats
 GemmKernel gemm_kernel_avx512_vnni_interleaved(DType t);
 // Its K-quant part (matmul_avx512_vnni_kquants.cpp), which it falls through to.
 GemmKernel gemm_kernel_avx512_vnni_kquants(DType t);

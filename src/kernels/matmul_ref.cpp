@@ -321,7 +321,7 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
     case Isa::kAvx512:
       if ((k = gemm_kernel_avx512(t)).fn != nullptr) return k;
       [[fallthrough]];
-    case Isa::kAvxVnni:  // the AVX2 kernels (the AVX-VNNI ones are interleaved)
+    case Isa::kAvxVnni:  // the AVX2 kernels over plain rows; its own are interleaved
     case Isa::kAvx2:
       if ((k = gemm_kernel_avx2(t)).fn != nullptr) return k;
       break;
@@ -333,7 +333,7 @@ GemmKernel gemm_kernel(DType t, Isa isa) {
 GemmKernel gemm_kernel_interleaved(DType t, Isa isa) {
   switch (isa) {
     case Isa::kAvx2: return gemm_kernel_avx2_interleaved(t);
-    case Isa::kAvxVnni: return gemm_kernel_avx2_interleaved(t);
+    case Isa::kAvxVnni: return gemm_kernel_avx_vnni_interleaved(t);
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       if (GemmKernel k = gemm_kernel_avx512_vnni_interleaved(t); k.fn != nullptr) return k;

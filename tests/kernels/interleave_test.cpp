@@ -275,6 +275,33 @@ TEST(InterleavedMatmul, EveryVariantEqualsTheExactDot) {
   }
 }
 
+// AVX-VNNI's kernels are the AVX2 ones with VPDPBUSD where those sum bytes
+// in vpmaddubsw, int16 adds and vpmaddwd: exact either way, so the same bits,
+// for decode and for token tiles.
+TEST(InterleavedMatmul, AvxVnniGivesTheAvx2Bits) {
+  if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  int checked = 0;
+  for (DType t : kTypes) {
+    for (int64_t k : lengths(t)) {
+      const int64_t rows = 19;
+      const std::vector<std::byte> plain = make_weights(t, rows, k, false, rng);
+      const std::vector<std::byte> inter = interleaved(t, plain, rows, k);
+      const TensorView v = view_of(t, k, rows, inter, RowLayout::kInterleaved8);
+      for (int64_t tokens : {1, 7}) {
+        const std::vector<float> x = make_activations(tokens, k, false, rng);
+        std::vector<float> avx2(static_cast<size_t>(rows * tokens)), vnni(avx2.size());
+        Matmul({Isa::kAvx2, MatmulPrecision::kQuantized}).run(v, x.data(), tokens, avx2.data(), pool);
+        Matmul({Isa::kAvxVnni, MatmulPrecision::kQuantized}).run(v, x.data(), tokens, vnni.data(), pool);
+        EXPECT_EQ(vnni, avx2) << dtype_name(t) << " k=" << k << " tokens=" << tokens;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 12);
+}
+
 // Variants without interleaved kernels read de-interleaved copies: the same
 // values as on plain weights, bitwise, and so does the f32 reference path.
 TEST(InterleavedMatmul, PlainKernelsGiveThePlainResultsBitwise) {
