@@ -8,7 +8,7 @@
 namespace tokamak::kernels {
 
 // The per-ISA tile loops (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp) and the
-// integer ones for q8 / q4 K and V (attention_avx2_int.cpp, attention_avx512_vnni.cpp).
+// integer ones for q8 / q4 K and V (attention_avx2_int_impl.h for AVX2 and AVX-VNNI, attention_avx512_vnni.cpp).
 void attention_chunk_scalar(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);
 #if TOKAMAK_HAVE_X86_SIMD
 void attention_chunk_avx2(const AttentionParams&, const KvView&, const QueryTile&, int64_t, float*);

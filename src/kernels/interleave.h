@@ -4,7 +4,7 @@
 // horizontal sum per row; with 8 rows side by side, one 256-bit register
 // holds 4 quants of each of 8 rows, a block's 8 row sums come out in the 8
 // lanes of one register and its 8 scales load as one vector, so the work per
-// block and row drops by ~3x (kernels/matmul_avx2_interleaved.cpp). With
+// block and row drops by ~3x (kernels/matmul_avx2_interleaved_impl.h). With
 // AVX-512 VNNI two groups fill a 512-bit register, one row per 32-bit lane
 // (kernels/matmul_avx512_vnni_interleaved.cpp), on the same layout.
 //

@@ -1,4 +1,5 @@
-// Internal to matmul_avx2_interleaved.cpp and matmul_avx512_vnni_interleaved.cpp:
+// Internal to matmul_avx2_interleaved_impl.h (AVX2 and AVX-VNNI builds) and
+// matmul_avx512_vnni_interleaved.cpp:
 // reading groups of 8 interleaved rows (kernels/interleave.h) with 256-bit
 // vectors, one row per 32-bit lane: the activation rows, the K-quants' scale
 // unpacking, and a super-block's values unpacked once for many tokens.
