@@ -17,9 +17,11 @@
 // later Intel client CPUs, Zen 5) the 32-element formats' products go through
 // VPDPBUSD instead, straight into int32: one instruction where vpmaddubsw,
 // the int16 add and the widening took two or three, and the same exact sums
-// (none of the int16 steps above saturates), so the same bits. The K-quants
-// weigh their int16 sub-block sums by int16 scales in vpmaddwd; they stay as
-// they are.
+// (none of the int16 steps above saturates), so the same bits. A prompt's
+// K-quant tiles (unpacked_tile) sum each sub-block in int32 the same way and
+// weigh it by vpmulld where AVX2 weighs its int16 pieces by vpmaddwd; the
+// K-quants' one-token kernels stay as they are (decode reads, it does not
+// multiply, at its pace).
 //
 // Each output element is one float lane: per block, acc = fma(float(block's
 // integer sum), d_row x d_act, acc), in block order, the same for every tile
@@ -603,6 +605,28 @@ void unpacked_tile(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, 
     __m256i isum[T];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#if TOKAMAK_MATMUL_INT_VNNI
+    // VPDPBUSD sums in int32: a whole sub-block at a time, then its scale
+    // (the pair's high half, sign-extended) by vpmulld; the same exact sums.
+    for (int sub = 0; sub < 64 / K::kScaleLines; ++sub) {
+      __m256i s32[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int l = 0; l < K::kScaleLines; ++l) {
+        const int line = sub * K::kScaleLines + l;
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.q + 32 * line));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          s32[t] = _mm256_dpbusd_avx_epi32(s32[t], w, broadcast4(xq[t], line));
+          asm("" : "+x"(s32[t]));  // as below
+        }
+      }
+      const __m256i sc = _mm256_srai_epi32(b.scale[sub], 16);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
+    }
+#else
     for (int piece = 0; piece < 64 / K::kPieceLines; ++piece) {
       __m256i s16[T];
 #pragma GCC unroll 16
@@ -624,6 +648,7 @@ void unpacked_tile(const UnpackedSuperBlock* u, int64_t n_sb, const ActRows& x, 
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
     }
+#endif
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[t] = K::finish(b, isum[t], x, t0 + t, sb, acc[t]);
   }
