@@ -9,7 +9,7 @@
 # `tokamak run` on stories260K.
 #
 #   bench/peers.sh --llama-cpp DIR --ik-llama-cpp DIR --llama2c DIR
-#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2] [--depth N]
+#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2 | --avx-vnni] [--depth N]
 #
 # --depth N measures long-context decode instead: tg of -n tokens at a
 # context of 128 and of N tokens, q8 KV on every engine (tokamak bench --ctx
@@ -20,7 +20,10 @@
 #
 # --avx2 forces the AVX2 path on an AVX-512 host, on every engine: the peers
 # are built without -march=native, with AVX2 + FMA + F16C only (into
-# $SCRATCH/NAME-avx2), and tokamak runs with --isa avx2.
+# $SCRATCH/NAME-avx2), and tokamak runs with --isa avx2. --avx-vnni does the
+# same with AVX-VNNI added (the peers' GGML_AVX_VNNI, tokamak's --isa
+# avx_vnni): the path of Intel client CPUs since Alder Lake, which have no
+# AVX-512, measured on a host that has both.
 #
 # DIRs are checkouts outside this repository (pinned commits: llama.cpp
 # c392e509 = b4747, ik_llama.cpp 8337e4cd, llama2.c 350e04fe); any of them may
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     --avx2) avx2=1; shift ;;
+    --avx-vnni) avx2=vnni; shift ;;
     --depth) depth=$2; shift 2 ;;
     *) echo "bench/peers.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -69,11 +73,17 @@ tokamak=$repo/build/release/tokamak
 tokamak_flags=()
 isa_flags=(-DGGML_NATIVE=ON)
 suffix=""
-if [ "$avx2" = 1 ]; then
+if [ "$avx2" != 0 ]; then
+  vnni=OFF
   tokamak_flags=(--isa avx2)
-  isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
-    -DGGML_AVX_VNNI=OFF -DGGML_AVXVNNI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF)
   suffix=-avx2
+  if [ "$avx2" = vnni ]; then
+    vnni=ON
+    tokamak_flags=(--isa avx_vnni)
+    suffix=-avxvnni
+  fi
+  isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+    "-DGGML_AVX_VNNI=$vnni" "-DGGML_AVXVNNI=$vnni" -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF)
 fi
 
 # build_ggml NAME SRC [CMAKE FLAGS...]: llama-bench of a llama.cpp-family checkout.
