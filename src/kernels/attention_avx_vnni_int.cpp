@@ -24,7 +24,8 @@ namespace {
 #include "kernels/attention_avx2_int_impl.h"
 }  // namespace
 
-void attention_chunk_avx_vnni_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
+void attention_chunk_avx_vnni_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
+                                  float* partial) {
   int_chunk(p, kv, tile, chunk, partial);
 }
 

@@ -15,7 +15,7 @@ namespace tokamak::kernels {
 
 // In increasing order of capability on x86-64; each level includes the ones
 // below it, but that kAvxVnni is a side branch of kAvx2: the AVX-512 levels
-// do not imply it (Skylake-X, Ice Lake and Zen 4 lack it), so a CPU with both
+// do not imply it (Skylake-X and Ice Lake lack it), so a CPU with both
 // takes the AVX-512 ones. kNeon is the only vector level of an AArch64 build.
 enum class Isa {
   kScalar,      // portable C++; the reference every variant is tested against
