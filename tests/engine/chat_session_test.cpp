@@ -103,7 +103,9 @@ TEST_F(ChatSessionTest, EachTurnPrefillsOnlyItsNewText) {
 
     // A fresh session prefilled with the same prompt tokens at once answers the same.
     // The prefix cache served all but the blocks after the kept history.
-    if (t > 0) EXPECT_LT(stats.computed, stats.prefilled + 16);
+    if (t > 0) {
+      EXPECT_LT(stats.computed, stats.prefilled + 16);
+    }
     const std::vector<int32_t>& tokens = chat_.tokens();
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + stats.reused + stats.prefilled);
     Session fresh(model_, pool_, 512);

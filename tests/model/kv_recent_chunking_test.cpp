@@ -105,11 +105,11 @@ struct Result {
 Result run_subject(const Model& model, const kv::KvFormat& f, int n_prompt, size_t chunk, int n_gen, bool crowded) {
   const int32_t n_vocab = model.config().n_vocab;
   Stream subject{1, prompt_ids(n_prompt, 1, n_vocab), static_cast<size_t>(n_prompt), chunk,
-                 static_cast<size_t>(n_gen), true};
+                 static_cast<size_t>(n_gen), true, 0, {}};
   std::vector<Stream> streams;
-  if (crowded) streams.push_back({0, prompt_ids(n_prompt / 2, 2, n_vocab), static_cast<size_t>(n_prompt / 2), 5, 40});
+  if (crowded) streams.push_back({0, prompt_ids(n_prompt / 2, 2, n_vocab), static_cast<size_t>(n_prompt / 2), 5, 40, false, 0, {}});
   streams.push_back(subject);
-  if (crowded) streams.push_back({2, prompt_ids(n_prompt + 9, 3, n_vocab), static_cast<size_t>(n_prompt + 9), 13, 3});
+  if (crowded) streams.push_back({2, prompt_ids(n_prompt + 9, 3, n_vocab), static_cast<size_t>(n_prompt + 9), 13, 3, false, 0, {}});
   run_streams(model, f, streams);
   const Stream& s = streams[crowded ? 1 : 0];
   return {s.logits, s.tokens};
