@@ -99,8 +99,9 @@ struct Nibble5Lines {
     const __m256i b = shift >= 0 ? _mm256_slli_epi16(h, shift) : _mm256_srli_epi16(h, -shift);
     return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
   }
+  // Adds line c's products into sums[t]: int16 (AVX2), or int32 (VNNI).
   template <int c, int T>
-  static void line(const uint8_t* p, __m256i h, const uint8_t* const* xq, int64_t b, __m256i* s16) {
+  static void line(const uint8_t* p, __m256i h, const uint8_t* const* xq, int64_t b, __m256i* sums) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i v = load256(p + kLines + 32 * c);
     const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), fifth_bits<4 - 2 * c>(h));
@@ -108,13 +109,13 @@ struct Nibble5Lines {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
 #if TOKAMAK_MATMUL_INT_VNNI
-      s16[t] = _mm256_dpbusd_avx_epi32(s16[t], lo, broadcast4(xq[t] + 32 * b, c));  // int32 sums (sums())
-      s16[t] = _mm256_dpbusd_avx_epi32(s16[t], hi, broadcast4(xq[t] + 32 * b, c + 4));
+      sums[t] = _mm256_dpbusd_avx_epi32(sums[t], lo, broadcast4(xq[t] + 32 * b, c));
+      sums[t] = _mm256_dpbusd_avx_epi32(sums[t], hi, broadcast4(xq[t] + 32 * b, c + 4));
 #else
-      s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
-      s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
+      sums[t] = _mm256_add_epi16(sums[t], _mm256_maddubs_epi16(lo, broadcast4(xq[t] + 32 * b, c)));
+      sums[t] = _mm256_add_epi16(sums[t], _mm256_maddubs_epi16(hi, broadcast4(xq[t] + 32 * b, c + 4)));
 #endif
-      asm("" : "+x"(s16[t]));  // as above
+      asm("" : "+x"(sums[t]));  // as above
     }
   }
   template <int T>
@@ -130,8 +131,7 @@ struct Nibble5Lines {
     line<1, T>(p, h, xq, b, s);
     line<2, T>(p, h, xq, b, s);
     line<3, T>(p, h, xq, b, s);
-    return;
-#endif
+#else
     __m256i s16[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
@@ -143,6 +143,7 @@ struct Nibble5Lines {
     line<2, T>(p, h, xq, b, s16);
     line<3, T>(p, h, xq, b, s16);
     widen<T>(s16, s);
+#endif
   }
   static __m256i total(__m256i s32, int16_t xsum) {
     return kMin ? s32 : _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * static_cast<int32_t>(xsum)));
