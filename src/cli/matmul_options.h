@@ -14,7 +14,7 @@ inline constexpr OptionSpec kMatmulOption = {
     "--matmul", "MODE", "native: activations in the weights' partner format, as llama.cpp (default); f32: f32 activations"};
 
 inline constexpr OptionSpec kIsaOption = {
-    "--isa", "NAME", "kernel variant: scalar, avx2, avx512, avx512_vnni, avx512_bf16, neon (default: the best this CPU runs)"};
+    "--isa", "NAME", "kernel variant: scalar, avx2, avx_vnni, avx512, avx512_vnni, avx512_bf16, neon (default: the best this CPU runs)"};
 
 // --matmul and --isa (where the command declares it). Throws UsageError
 // naming the value when --matmul is neither native nor f32, or --isa names
