@@ -169,7 +169,7 @@ std::optional<DType> widened_type(DType t, Isa isa) {
   // The scalar variant is the reference the others are tested against: it
   // reads every format as stored. NEON has IQ4_XS's kernel (so the widened
   // IQ3 formats') and none for either ternary format.
-  const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512 || isa == Isa::kAvx512Vnni || isa == Isa::kAvx512Bf16;
+  const bool x86 = isa != Isa::kScalar && isa != Isa::kNeon;  // every x86 SIMD level
   if (x86 && t == DType::TQ1_0) return DType::TQ2_0;
   const bool iq4_xs_kernels = x86 || isa == Isa::kNeon;
   if (iq4_xs_kernels && t == DType::IQ3_S) return DType::IQ3_S_WIDE;
