@@ -340,6 +340,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * group, partial);
   const detail::ChunkKeys keys = detail::chunk_keys(p, tile, chunk);
+  const int64_t look_ahead = detail::look_ahead_end(p, tile, chunk);
   // The integer tiles: those wholly in the main pages, a prefix of the chunk's.
   int64_t int_end = keys.begin;
   while (int_end < keys.end && detail::in_main_pages(kv, int_end, std::min(kKeyTile, keys.end - int_end))) {
@@ -370,9 +371,11 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
       const int n = block_heads(blk, rows, states);
       init_block(rows, n, d, scale, head_block(pass + (blk - b0) * block_floats(d), d));
     }
-    // Each next tile's lines gathered before a step and dripped during it.
+    // Each next tile's lines gathered before a step and dripped during it;
+    // the last pass looks ahead into the float tiles or the next chunk.
     detail::TilePrefetch ahead(true);
-    detail::for_each_tile(kv, tile.kv_head, keys.begin, int_end, ahead, [&](int64_t t0, int64_t n_tile) {
+    const int64_t ahead_end = b1 < n_blocks ? int_end : int_end < keys.end ? keys.end : look_ahead;
+    detail::for_each_tile(kv, tile.kv_head, keys.begin, int_end, ahead_end, ahead, [&](int64_t t0, int64_t n_tile) {
       load_int_tile<KT, VT>(ahead.rows(), d, t);
       for (int blk = b0; blk < b1; ++blk) {
         const detail::TileKeys k = detail::tile_keys(p, tile.positions[blk / head_blocks], t0, n_tile);
@@ -389,7 +392,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
   if (int_end < keys.end) {
     detail::FloatTileBuffers<Avx2Ops> fb;
     detail::TilePrefetch ahead(false);
-    detail::for_each_tile(kv, tile.kv_head, int_end, keys.end, ahead, [&](int64_t t0, int64_t n_tile) {
+    detail::for_each_tile(kv, tile.kv_head, int_end, keys.end, look_ahead, ahead, [&](int64_t t0, int64_t n_tile) {
       detail::float_tile_step<Avx2Ops>(p, kv, tile, t0, n_tile, ahead.rows(), fb, partial);
     });
   }

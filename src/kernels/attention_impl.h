@@ -62,40 +62,50 @@ void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, 
 // in every KvType.
 alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 
-// The cache lines of the next tile, asked for ahead of its use (a block's rows
-// of one head are only block_size * row_bytes long, too short a stream for
-// the hardware prefetcher to get ahead of a decode step bound by memory).
-// Kernels that can ask for them a few at a time between pieces of their work
-// on the current tile do (issue): a burst of a tile's ~70 requests (q8, head
-// dim 64) holds every line fill buffer of the core and stalls the
-// instructions behind it until most lines have arrived, so reading and
-// computing took turns; dripped, the reads overlap the arithmetic. The others
-// have them asked for at once.
+// The cache lines of the tiles ahead, asked for before their use (a block's
+// rows of one head are only block_size * row_bytes long, too short a stream
+// for the hardware prefetcher to get ahead of a decode step bound by memory).
+// Two tiles ahead, a tile's lines are asked into L2 at once as its rows are
+// walked; one tile ahead, into L1. Kernels that can ask for the L1 lines a
+// few at a time between pieces of their work on the current tile do (issue):
+// a burst of a tile's ~70 requests (q8, head dim 64) from DRAM held every
+// line fill buffer of the core and stalled the instructions behind it until
+// most lines had arrived, so reading and computing took turns; dripped, the
+// reads overlap the arithmetic. The others have them asked for at once.
+// The L2 stage came when the integer kernels got fast enough that one tile of
+// arithmetic (~350 ns) no longer covered a read from DRAM under load.
 class TilePrefetch {
  public:
-  // drip: issue asks for the gathered lines a few at a time; else gather
-  // asks for them at once (the f32 tile path: dripping made f16 KV at 8K 5%
-  // slower).
+  static constexpr int kFar = 2;
+  // drip: issue asks for the L1 lines a few at a time; else gather asks for
+  // them at once (the f32 tile path: dripping made f16 KV at 8K 5% slower).
   explicit TilePrefetch(bool drip) : drip_(drip) {}
-  // Gathers the lines of keys [t0, t0 + n) of `head` (K and V); issues
-  // whatever was left of the previous tile first.
+  // Walks the rows of keys [t0, t0 + n) of `head` (K and V) and asks for
+  // their lines into L2: the tile two steps ahead. The tile walked by the
+  // call before becomes the one whose lines go into L1 (issue); whatever was
+  // left of the previous one's is asked for first. The tile walked two calls
+  // before is now the current one (rows()).
   void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
     issue_all();
-    n_runs_ = next_run_ = 0;
+    current_ = slot(1);
+    Slot& next = slots_[slot(1)];
+    n_runs_ = next.n_runs;
+    next_run_ = 0;
     line_ = end_ = 0;
     // Kept as runs of lines, not a line each: listing a tile's ~70 lines
     // one store at a time was 9% of a decode layer's attention at 8K. The
     // walk also notes each key's rows for the step that loads the tile
     // (rows()), which would otherwise walk the block table again.
-    current_ = 1 - current_;
-    TileRows& rows = rows_[1 - current_];
+    Slot& far = slots_[slot(kFar)];
+    far.n_runs = 0;
     for (bool keys : {true, false}) {
-      const uint8_t** row = keys ? rows.k : rows.v;
+      const uint8_t** row = keys ? far.rows.k : far.rows.v;
       for_each_run(kv, keys, head, t0, n, [&](KvType, const uint8_t* src, int32_t row_bytes, int64_t j, int64_t run) {
         for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
-        runs_[n_runs_++] = {first, last + 64};
+        for (uintptr_t a = first; a <= last; a += 64) prefetch_l2(reinterpret_cast<const void*>(a));
+        far.runs[far.n_runs++] = {first, last + 64};
       });
       for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
     }
@@ -106,17 +116,18 @@ class TilePrefetch {
     const uint8_t* k[kKeyTile];
     const uint8_t* v[kKeyTile];
   };
-  // The rows of the tile gathered before the latest gather: in
+  // The rows of the tile gathered two calls before the latest: in
   // for_each_chunk_tile, those of the tile its step computes. Keys past the
   // tile's end read kZeroKvRow.
-  const TileRows& rows() const { return rows_[current_]; }
-  // Asks for the next k lines.
+  const TileRows& rows() const { return slots_[current_].rows; }
+  // Asks for the next k lines of the tile after the current one into L1.
   void issue(int k) {
+    const LineRun* runs = slots_[slot(1)].runs;
     for (int i = 0; i < k; ++i) {
       if (line_ == end_) {
         if (next_run_ == n_runs_) return;
-        line_ = runs_[next_run_].begin;
-        end_ = runs_[next_run_++].end;
+        line_ = runs[next_run_].begin;
+        end_ = runs[next_run_++].end;
       }
       prefetch_l1(reinterpret_cast<const uint8_t*>(line_));
       line_ += 64;
@@ -131,11 +142,17 @@ class TilePrefetch {
   };
   // A run is rows adjacent in one block: at most one per key, for K and V.
   static constexpr int kMaxRuns = 2 * kKeyTile;
+  struct Slot {
+    TileRows rows;
+    LineRun runs[kMaxRuns];
+    int n_runs = 0;
+  };
+  // The slot `ahead` tiles after the current one.
+  int slot(int ahead) const { return (current_ + ahead) % (kFar + 1); }
   bool drip_;
-  TileRows rows_[2];
-  int current_ = 0;  // rows_[current_]: the tile before the latest gathered
-  LineRun runs_[kMaxRuns];
-  int n_runs_ = 0;
+  Slot slots_[kFar + 1];
+  int current_ = 0;
+  int n_runs_ = 0;      // of the L1 tile's runs
   int next_run_ = 0;
   uintptr_t line_ = 0;  // next line of the current run
   uintptr_t end_ = 0;
@@ -216,6 +233,13 @@ inline ChunkKeys chunk_keys(const AttentionParams& p, const QueryTile& tile, int
   return {std::max(chunk * kKeyChunk, min_first / kKeyTile * kKeyTile), std::min((chunk + 1) * kKeyChunk, max_pos + 1)};
 }
 
+// Where the look-ahead of chunk `chunk`'s tile loop stops: the end of the
+// next chunk's keys, or of this chunk's when the next has none.
+inline int64_t look_ahead_end(const AttentionParams& p, const QueryTile& tile, int64_t chunk) {
+  const ChunkKeys keys = chunk_keys(p, tile, chunk), next = chunk_keys(p, tile, chunk + 1);
+  return next.begin == keys.end && next.end > next.begin ? next.end : keys.end;
+}
+
 // Keys [jb, je) of the tile at t0 (n_tile keys) that the query at `pos` attends.
 struct TileKeys {
   int jb = 0;
@@ -277,30 +301,39 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
 }
 
 // step(t0, n_tile) over the tiles of keys [begin, end) in key order (begin
-// a multiple of kKeyTile). Before each step the next tile's rows are gathered
-// into `ahead` (the first tile's lines are asked for at once); a dripping
-// step asks for them as it goes, and whatever it leaves is asked for before
-// the next step. One tile ahead: measured from DRAM, a layer at 8K q8, 1
-// ahead 681 us, 2 ahead 684, 3 ahead 705, none 888.
+// a multiple of kKeyTile). Before each step the rows of the tile two ahead
+// are gathered into `ahead`, which asks for them into L2 and for the next
+// tile's into L1 (the first tiles' at once); a dripping step asks for the L1
+// lines as it goes, and whatever it leaves is asked for before the next step.
+// The look-ahead runs on into keys [end, prefetch_end) (the next chunk's,
+// end then a multiple of kKeyTile), so that a chunk's first tiles are on
+// their way when it starts. Measured from DRAM, a layer at 8K q8 (older
+// kernels, L1 only): 1 ahead 681 us, 2 ahead 684, 3 ahead 705, none 888; with
+// the integer kernels twice as fast, L2 two ahead took a decode step's
+// attention at 8K from ~250 to ~230 us a layer.
 template <class Step>
-void for_each_tile(const KvView& kv, int head, int64_t begin, int64_t end, TilePrefetch& ahead, Step&& step) {
-  if (begin < end) ahead.gather(kv, head, begin, std::min(kKeyTile, end - begin));
+void for_each_tile(const KvView& kv, int head, int64_t begin, int64_t end, int64_t prefetch_end, TilePrefetch& ahead,
+                   Step&& step) {
+  const auto keys_from = [&](int64_t t) { return std::max<int64_t>(0, std::min(kKeyTile, prefetch_end - t)); };
+  if (begin < end) {
+    for (int i = 0; i < TilePrefetch::kFar; ++i) ahead.gather(kv, head, begin + i * kKeyTile, keys_from(begin + i * kKeyTile));
+  }
   for (int64_t t0 = begin; t0 < end; t0 += kKeyTile) {
-    const int64_t next = t0 + kKeyTile;
-    ahead.gather(kv, head, next, std::max<int64_t>(0, std::min(kKeyTile, end - next)));
+    ahead.gather(kv, head, t0 + TilePrefetch::kFar * kKeyTile, keys_from(t0 + TilePrefetch::kFar * kKeyTile));
     step(t0, std::min(kKeyTile, end - t0));
   }
   ahead.issue_all();
 }
 
 // A chunk's tile loop: partial set to the empty state, then for_each_tile
-// over the keys the chunk's tiles cover.
+// over the keys the chunk's tiles cover, looking ahead into the next chunk's
+// (a decode step's task runs several chunks in a row).
 template <class Step>
 void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk,
                          float* partial, TilePrefetch& ahead, Step&& step) {
   attention_reset(p, static_cast<int64_t>(tile.n_tokens) * p.group(), partial);
   const ChunkKeys keys = chunk_keys(p, tile, chunk);
-  for_each_tile(kv, tile.kv_head, keys.begin, keys.end, ahead, step);
+  for_each_tile(kv, tile.kv_head, keys.begin, keys.end, look_ahead_end(p, tile, chunk), ahead, step);
 }
 
 template <class V>

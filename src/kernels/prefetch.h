@@ -19,4 +19,15 @@ inline void prefetch_l1(const void* p) {
 #endif
 }
 
+// Into L2 (and the outer levels), not L1.
+inline void prefetch_l2(const void* p) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+  asm volatile("prfm pldl2keep, %0" : : "Q"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+
 }  // namespace tokamak::kernels
