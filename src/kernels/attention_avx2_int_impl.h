@@ -373,7 +373,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     }
     // Each next tile's lines gathered before a step and dripped during it;
     // the last pass looks ahead into the float tiles or the next chunk.
-    detail::TilePrefetch ahead(true);
+    detail::TilePrefetch ahead(true, false);
     const int64_t ahead_end = b1 < n_blocks ? int_end : int_end < keys.end ? keys.end : look_ahead;
     detail::for_each_tile(kv, tile.kv_head, keys.begin, int_end, ahead_end, ahead, [&](int64_t t0, int64_t n_tile) {
       load_int_tile<KT, VT>(ahead.rows(), d, t);

@@ -79,7 +79,9 @@ class TilePrefetch {
   static constexpr int kFar = 2;
   // drip: issue asks for the L1 lines a few at a time; else gather asks for
   // them at once (the f32 tile path: dripping made f16 KV at 8K 5% slower).
-  explicit TilePrefetch(bool drip) : drip_(drip) {}
+  // l2: whether gather asks for the far tile's lines into L2 (a kernel whose
+  // tile takes long enough to cover a read from DRAM only pays for them).
+  explicit TilePrefetch(bool drip, bool l2 = true) : drip_(drip), l2_(l2) {}
   // Walks the rows of keys [t0, t0 + n) of `head` (K and V) and asks for
   // their lines into L2: the tile two steps ahead. The tile walked by the
   // call before becomes the one whose lines go into L1 (issue); whatever was
@@ -104,7 +106,9 @@ class TilePrefetch {
         for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
-        for (uintptr_t a = first; a <= last; a += 64) prefetch_l2(reinterpret_cast<const void*>(a));
+        if (l2_) {
+          for (uintptr_t a = first; a <= last; a += 64) prefetch_l2(reinterpret_cast<const void*>(a));
+        }
         far.runs[far.n_runs++] = {first, last + 64};
       });
       for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
@@ -150,6 +154,7 @@ class TilePrefetch {
   // The slot `ahead` tiles after the current one.
   int slot(int ahead) const { return (current_ + ahead) % (kFar + 1); }
   bool drip_;
+  bool l2_;
   Slot slots_[kFar + 1];
   int current_ = 0;
   int n_runs_ = 0;      // of the L1 tile's runs
