@@ -221,6 +221,25 @@ void unpermute(__m512i (&acc)[4]) {
   acc[3] = _mm512_shuffle_i32x4(c, e, 0xDD);
 }
 
+// exp(x) for the softmax step, x <= 0 (scores less their running max; -inf
+// gives 0): 2^n 2^f with n = round(x log2 e), f in [-1/2, 1/2], 2^f by a
+// degree-4 polynomial fitted to it (relative error <= 3e-6, against Cephes'
+// ~1e-7 in Avx512Ops::exp), 9 instructions where Cephes' form takes 13. The
+// weights p go on to be rounded to 1/255 of the tile's largest, and the sum
+// l of them carries the 3e-6 into the output: ~0.1% of the weights' own error.
+__m512 softmax_exp(__m512 x) {
+  const __mmask16 finite = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_NEQ_OQ);
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_fmsub_ps(x, log2e, n);
+  __m512 y = _mm512_set1_ps(9.5605105162e-03f);
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5917039514e-02f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.4024981260e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.9312196970e-01f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.9999916553e-01f));
+  return _mm512_maskz_scalef_ps(finite, y, n);
+}
+
 constexpr int kHeadBlock = 8;  // query heads whose scores are computed side by side
 
 // Adds one part (the query's hi or lo bytes, a pointer per head) of N heads'
@@ -409,11 +428,11 @@ template <KvType KT, KvType VT, int N>
   }
   // corr = exp(m_old - m_new), 0 for a state that saw no key yet (m_old = -inf).
   const __mmask16 seen = _mm512_cmp_ps_mask(m_old_v, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
-  _mm512_store_ps(corr, _mm512_maskz_mov_ps(seen, Avx512Ops::exp(_mm512_sub_ps(m_old_v, m_new_v))));
+  _mm512_store_ps(corr, _mm512_maskz_mov_ps(seen, softmax_exp(_mm512_sub_ps(m_old_v, m_new_v))));
   __m512 row_sum[8];
   for (int h = 0; h < N; ++h) {
-    const __m512 p0 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h]), m_new_b[h]));
-    const __m512 p1 = Avx512Ops::exp(_mm512_sub_ps(_mm512_load_ps(sc[h] + 16), m_new_b[h]));
+    const __m512 p0 = softmax_exp(_mm512_sub_ps(_mm512_load_ps(sc[h]), m_new_b[h]));
+    const __m512 p1 = softmax_exp(_mm512_sub_ps(_mm512_load_ps(sc[h] + 16), m_new_b[h]));
     _mm512_store_ps(sc[h], p0);
     _mm512_store_ps(sc[h] + 16, p1);
     states[h][0] = _mm512_cvtss_f32(m_new_b[h]);

@@ -76,17 +76,18 @@ alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 // arithmetic (~350 ns) no longer covered a read from DRAM under load.
 class TilePrefetch {
  public:
+  // Tiles ahead that gather walks (3 or 4 measured no faster than 2).
   static constexpr int kFar = 2;
   // drip: issue asks for the L1 lines a few at a time; else gather asks for
   // them at once (the f32 tile path: dripping made f16 KV at 8K 5% slower).
   // l2: whether gather asks for the far tile's lines into L2 (a kernel whose
   // tile takes long enough to cover a read from DRAM only pays for them).
   explicit TilePrefetch(bool drip, bool l2 = true) : drip_(drip), l2_(l2) {}
-  // Walks the rows of keys [t0, t0 + n) of `head` (K and V) and asks for
-  // their lines into L2: the tile two steps ahead. The tile walked by the
-  // call before becomes the one whose lines go into L1 (issue); whatever was
-  // left of the previous one's is asked for first. The tile walked two calls
-  // before is now the current one (rows()).
+  // Walks the rows of keys [t0, t0 + n) of `head` (K and V), the tile kFar
+  // steps ahead, and asks for their lines into L2 (with l2). The tile walked
+  // by the call before becomes the one whose lines go into L1 (issue);
+  // whatever was left of the previous one's is asked for first. The tile
+  // walked kFar calls before is now the current one (rows()).
   void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
     issue_all();
     current_ = slot(1);
@@ -120,7 +121,7 @@ class TilePrefetch {
     const uint8_t* k[kKeyTile];
     const uint8_t* v[kKeyTile];
   };
-  // The rows of the tile gathered two calls before the latest: in
+  // The rows of the tile gathered kFar calls before the latest: in
   // for_each_chunk_tile, those of the tile its step computes. Keys past the
   // tile's end read kZeroKvRow.
   const TileRows& rows() const { return slots_[current_].rows; }
@@ -306,7 +307,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
 }
 
 // step(t0, n_tile) over the tiles of keys [begin, end) in key order (begin
-// a multiple of kKeyTile). Before each step the rows of the tile two ahead
+// a multiple of kKeyTile). Before each step the rows of the tile kFar ahead
 // are gathered into `ahead`, which asks for them into L2 and for the next
 // tile's into L1 (the first tiles' at once); a dripping step asks for the L1
 // lines as it goes, and whatever it leaves is asked for before the next step.
