@@ -1,10 +1,11 @@
 // Internal to attention_avx2_int.cpp and attention_avx_vnni_int.cpp, which
 // include it inside their target regions, in an anonymous namespace, after
-// attention_impl.h: attention_chunk with AVX2 for q8 / q4 K and V, integer
-// dot products on the stored values instead of dequantizing them to f32, the
-// AVX2 counterpart of attention_avx512_vnni.cpp (its header says why: with 8
-// query heads per KV head, f32 FMAs make decode at long context compute
-// bound). int_chunk below is the entry point.
+// attention_impl.h (and exp_cephes.h and exp2_poly.h outside the regions):
+// attention_chunk with AVX2 for q8 / q4 K and V, integer dot products on the
+// stored values instead of dequantizing them to f32, the AVX2 counterpart of
+// attention_avx512_vnni.cpp (its header says why: with 8 query heads per KV
+// head, f32 FMAs make decode at long context compute bound). int_chunk below
+// is the entry point.
 //
 // The instruction: VPMADDWD (int16 x int16, adjacent pairs summed into
 // int32), 16 multiply-adds each, and a VPADDD to accumulate; with AVX-VNNI
@@ -61,12 +62,11 @@
 #include "kernels/attention_avx2_ops.h"
 
 // exp(x) for the softmax step, x <= 0 (scores less their running max):
-// 2^n 2^f with n = round(x log2 e), f in [-1/2, 1/2], 2^f by a degree-4
-// polynomial fitted to it (relative error <= 3e-6, against Cephes' ~1e-7 in
-// exp_avx2), 14 instructions where exp_avx2 takes 20; below ln(FLT_MIN), and
-// for -inf, 0. The weights p go on to be rounded to 16 bits (1/65535 of the
-// tile's largest): a third of their error at most; the same polynomial as the
-// AVX-512 VNNI kernel's.
+// 2^n 2^f with n = round(x log2 e), 2^f by exp2_poly.h's polynomial (relative
+// error <= 3e-6, against Cephes' ~1e-7 in exp_avx2), 14 instructions where
+// exp_avx2 takes 20; below ln(FLT_MIN), and for -inf, 0. The weights p go on
+// to be rounded to 16 bits (1/65535 of the tile's largest): a third of their
+// error at most.
 inline __m256 softmax_exp(__m256 x) {
   const __m256 lo = _mm256_set1_ps(cephes_exp::kMin);
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
@@ -74,11 +74,9 @@ inline __m256 softmax_exp(__m256 x) {
   const __m256 log2e = _mm256_set1_ps(cephes_exp::kLog2e);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 f = _mm256_fmsub_ps(x, log2e, n);
-  __m256 y = _mm256_set1_ps(9.5605105162e-03f);
-  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(5.5917039514e-02f));
-  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(2.4024981260e-01f));
-  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(6.9312196970e-01f));
-  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(9.9999916553e-01f));
+  __m256 y = _mm256_set1_ps(exp2_poly::kPoly[0]);
+#pragma GCC unroll 4
+  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(exp2_poly::kPoly[i]));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }

@@ -46,6 +46,7 @@
 
 #include "core/half.h"
 #include "kernels/attention.h"
+#include "kernels/exp2_poly.h"
 #include "kernels/exp_cephes.h"
 #include "kernels/isa.h"
 #include "kernels/kv_format.h"
@@ -222,21 +223,19 @@ void unpermute(__m512i (&acc)[4]) {
 }
 
 // exp(x) for the softmax step, x <= 0 (scores less their running max; -inf
-// gives 0): 2^n 2^f with n = round(x log2 e), f in [-1/2, 1/2], 2^f by a
-// degree-4 polynomial fitted to it (relative error <= 3e-6, against Cephes'
-// ~1e-7 in Avx512Ops::exp), 9 instructions where Cephes' form takes 13. The
-// weights p go on to be rounded to 1/255 of the tile's largest, and the sum
-// l of them carries the 3e-6 into the output: ~0.1% of the weights' own error.
+// gives 0): 2^n 2^f with n = round(x log2 e), 2^f by exp2_poly.h's
+// polynomial (relative error <= 3e-6, against Cephes' ~1e-7 in
+// Avx512Ops::exp), 9 instructions where Cephes' form takes 13. The weights p
+// go on to be rounded to 1/255 of the tile's largest, and the sum l of them
+// carries the 3e-6 into the output: ~0.1% of the weights' own error.
 __m512 softmax_exp(__m512 x) {
   const __mmask16 finite = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_NEQ_OQ);
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 log2e = _mm512_set1_ps(cephes_exp::kLog2e);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_fmsub_ps(x, log2e, n);
-  __m512 y = _mm512_set1_ps(9.5605105162e-03f);
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5917039514e-02f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.4024981260e-01f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.9312196970e-01f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.9999916553e-01f));
+  __m512 y = _mm512_set1_ps(exp2_poly::kPoly[0]);
+#pragma GCC unroll 4
+  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(exp2_poly::kPoly[i]));
   return _mm512_maskz_scalef_ps(finite, y, n);
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/half.h"
 #include "kernels/attention.h"
+#include "kernels/exp2_poly.h"
 #include "kernels/exp_cephes.h"
 #include "kernels/isa.h"
 #include "kernels/kv_format.h"
