@@ -76,7 +76,9 @@ inline __m256 softmax_exp(__m256 x) {
   const __m256 f = _mm256_fmsub_ps(x, log2e, n);
   __m256 y = _mm256_set1_ps(exp2_poly::kPoly[0]);
 #pragma GCC unroll 4
-  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(exp2_poly::kPoly[i]));
+  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) {
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(exp2_poly::kPoly[i]));
+  }
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }

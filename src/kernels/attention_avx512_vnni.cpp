@@ -235,7 +235,9 @@ __m512 softmax_exp(__m512 x) {
   const __m512 f = _mm512_fmsub_ps(x, log2e, n);
   __m512 y = _mm512_set1_ps(exp2_poly::kPoly[0]);
 #pragma GCC unroll 4
-  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(exp2_poly::kPoly[i]));
+  for (size_t i = 1; i < std::size(exp2_poly::kPoly); ++i) {
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(exp2_poly::kPoly[i]));
+  }
   return _mm512_maskz_scalef_ps(finite, y, n);
 }
 

@@ -91,8 +91,8 @@ class TilePrefetch {
   void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
     issue_all();
     current_ = slot(1);
-    Slot& next = slots_[slot(1)];
-    n_runs_ = next.n_runs;
+    near_runs_ = slots_[slot(1)].runs;
+    n_runs_ = slots_[slot(1)].n_runs;
     next_run_ = 0;
     line_ = end_ = 0;
     // Kept as runs of lines, not a line each: listing a tile's ~70 lines
@@ -127,12 +127,11 @@ class TilePrefetch {
   const TileRows& rows() const { return slots_[current_].rows; }
   // Asks for the next k lines of the tile after the current one into L1.
   void issue(int k) {
-    const LineRun* runs = slots_[slot(1)].runs;
     for (int i = 0; i < k; ++i) {
       if (line_ == end_) {
         if (next_run_ == n_runs_) return;
-        line_ = runs[next_run_].begin;
-        end_ = runs[next_run_++].end;
+        line_ = near_runs_[next_run_].begin;
+        end_ = near_runs_[next_run_++].end;
       }
       prefetch_l1(reinterpret_cast<const uint8_t*>(line_));
       line_ += 64;
@@ -158,7 +157,9 @@ class TilePrefetch {
   bool l2_;
   Slot slots_[kFar + 1];
   int current_ = 0;
-  int n_runs_ = 0;      // of the L1 tile's runs
+  // The runs of the tile after the current one, whose lines issue asks for.
+  const LineRun* near_runs_ = nullptr;
+  int n_runs_ = 0;
   int next_run_ = 0;
   uintptr_t line_ = 0;  // next line of the current run
   uintptr_t end_ = 0;
@@ -322,7 +323,9 @@ void for_each_tile(const KvView& kv, int head, int64_t begin, int64_t end, int64
                    Step&& step) {
   const auto keys_from = [&](int64_t t) { return std::max<int64_t>(0, std::min(kKeyTile, prefetch_end - t)); };
   if (begin < end) {
-    for (int i = 0; i < TilePrefetch::kFar; ++i) ahead.gather(kv, head, begin + i * kKeyTile, keys_from(begin + i * kKeyTile));
+    for (int i = 0; i < TilePrefetch::kFar; ++i) {
+      ahead.gather(kv, head, begin + i * kKeyTile, keys_from(begin + i * kKeyTile));
+    }
   }
   for (int64_t t0 = begin; t0 < end; t0 += kKeyTile) {
     ahead.gather(kv, head, t0 + TilePrefetch::kFar * kKeyTile, keys_from(t0 + TilePrefetch::kFar * kKeyTile));

@@ -2,8 +2,9 @@
 // (weighted least squares on Chebyshev nodes, then rounded to float): the
 // softmax exp of the integer attention kernels, exp(x) = 2^n 2^f with
 // n = round(x log2 e), whose weights are then rounded to 8 or 16 bits, so
-// they need far less than Cephes' ~1e-7 (exp_cephes.h) and take 4 FMAs for
-// its 7. Data only: include it outside any target region.
+// they need far less than Cephes' ~1e-7 (exp_cephes.h): 4 FMAs where its
+// form takes 6 and a multiply and an add. Data only: include it outside any
+// target region.
 #pragma once
 
 namespace tokamak::kernels::exp2_poly {
