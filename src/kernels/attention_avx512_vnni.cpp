@@ -384,23 +384,28 @@ template <KvType KT, KvType VT, int N>
     // q4 K rounds to 1/16 of a row's range: the query's 8-bit rounding is
     // noise beside it, so q4 K skips the correction pass (KL unchanged;
     // fma(0, step, hi) would give hi's value exactly).
-    if constexpr (KT != KvType::Q4) {
-      score_pass<N>(t, q_lo, c0, c1, dot, ahead);
-      const __m512 lo_step = _mm512_set1_ps(1.0f / kLoSteps);
+    if constexpr (KT == KvType::Q4) {
       for (int h = 0; h < N; ++h) {
-        const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
         for (int half = 0; half < 2; ++half) {
-          float* at = raw[h] + 16 * half;
-          _mm512_store_ps(at, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[h][half], offset_lo)), lo_step,
-                                              _mm512_load_ps(at)));
+          float* at = sc[h] + 16 * half;
+          const __m512 r = _mm512_load_ps(raw[h] + 16 * half), ks = _mm512_load_ps(t.k_scale[g] + 16 * half);
+          _mm512_store_ps(at, g == 0 ? _mm512_mul_ps(r, ks) : _mm512_fmadd_ps(r, ks, _mm512_load_ps(at)));
         }
       }
-    }
-    for (int h = 0; h < N; ++h) {
-      for (int half = 0; half < 2; ++half) {
-        float* at = sc[h] + 16 * half;
-        const __m512 r = _mm512_load_ps(raw[h] + 16 * half), ks = _mm512_load_ps(t.k_scale[g] + 16 * half);
-        _mm512_store_ps(at, g == 0 ? _mm512_mul_ps(r, ks) : _mm512_fmadd_ps(r, ks, _mm512_load_ps(at)));
+    } else {
+      // q8 K has one scale group: score = (hi + lo / kLoSteps) * sk * sq / sqrt(d)
+      // in one pass, the key's and the query's scales as one factor.
+      score_pass<N>(t, q_lo, c0, c1, dot, ahead);
+      const __m512 ks[2] = {_mm512_load_ps(t.k_scale[0]), _mm512_load_ps(t.k_scale[0] + 16)};
+      for (int h = 0; h < N; ++h) {
+        const __m512i offset_lo = _mm512_set1_epi32(128 * q[h]->group_sum(1, g, k_groups));
+        const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
+        for (int half = 0; half < 2; ++half) {
+          const __m512 kq = _mm512_mul_ps(ks[half], qs);
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot[h][half], offset_lo));
+          _mm512_store_ps(sc[h] + 16 * half, _mm512_fmadd_ps(lo, _mm512_mul_ps(kq, _mm512_set1_ps(1.0f / kLoSteps)),
+                                                             _mm512_mul_ps(_mm512_load_ps(raw[h] + 16 * half), kq)));
+        }
       }
     }
   }
@@ -419,8 +424,10 @@ template <KvType KT, KvType VT, int N>
   __m512 m_old_v = _mm512_setzero_ps(), m_new_v = _mm512_setzero_ps(), w_max_v = _mm512_setzero_ps();
   __m512 m_new_b[N];
   for (int h = 0; h < N; ++h) {
-    const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
-    for (int half = 0; half < 2; ++half) _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), qs));
+    if constexpr (KT == KvType::Q4) {
+      const __m512 qs = _mm512_set1_ps(q[h]->scale * scale);
+      for (int half = 0; half < 2; ++half) _mm512_store_ps(sc[h] + 16 * half, _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), qs));
+    }
     if (p.softcap > 0.0f) {
       for (int j = jb; j < je; ++j) sc[h][j] = p.softcap * std::tanh(sc[h][j] / p.softcap);
     }
@@ -438,8 +445,6 @@ template <KvType KT, KvType VT, int N>
   for (int h = 0; h < N; ++h) {
     const __m512 p0 = softmax_exp(_mm512_sub_ps(_mm512_load_ps(sc[h]), m_new_b[h]));
     const __m512 p1 = softmax_exp(_mm512_sub_ps(_mm512_load_ps(sc[h] + 16), m_new_b[h]));
-    _mm512_store_ps(sc[h], p0);
-    _mm512_store_ps(sc[h] + 16, p1);
     states[h][0] = _mm512_cvtss_f32(m_new_b[h]);
     row_sum[h] = _mm512_add_ps(p0, p1);
     if constexpr (VT == KvType::Q4) {
@@ -448,9 +453,14 @@ template <KvType KT, KvType VT, int N>
         const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[g] + 16));
         w_max[h * kWStride + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
       }
+      _mm512_store_ps(sc[h], p0);
+      _mm512_store_ps(sc[h] + 16, p1);
     } else {
+      // q8 V's one group: sc keeps the weights, not p, for their rounding.
       const __m512 w0 = _mm512_mul_ps(p0, _mm512_load_ps(t.v_scale[0]));
       const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[0] + 16));
+      _mm512_store_ps(sc[h], w0);
+      _mm512_store_ps(sc[h] + 16, w1);
       w_max_v = _mm512_mask_mov_ps(w_max_v, static_cast<__mmask16>(1u << h), Avx512Ops::max_all(_mm512_max_ps(w0, w1)));
     }
   }
@@ -472,7 +482,8 @@ template <KvType KT, KvType VT, int N>
     for (int g = 0; g < v_groups; ++g) {
       const __m512 inv = _mm512_set1_ps(w_inv[h * kWStride + g]);
       for (int half = 0; half < 2; ++half) {
-        const __m512 w = _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale[g] + 16 * half));
+        const __m512 w = VT == KvType::Q4 ? _mm512_mul_ps(_mm512_load_ps(sc[h] + 16 * half), _mm512_load_ps(t.v_scale[g] + 16 * half))
+                                          : _mm512_load_ps(sc[h] + 16 * half);
         const __m512i u = _mm512_cvt_roundps_epi32(_mm512_mul_ps(w, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm_store_si128(reinterpret_cast<__m128i*>(wq[h][g] + 16 * half), _mm512_cvtusepi32_epi8(u));
       }
