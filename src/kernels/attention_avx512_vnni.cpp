@@ -373,7 +373,7 @@ template <KvType KT, KvType VT, int N>
     const int c0 = g * dwords_per_group, c1 = c0 + dwords_per_group;
     __m512i dot[N][2];
     score_pass<N>(t, q_hi, c0, c1, dot, ahead);
-    // raw = (hi - 128 sum(hi)) + (lo - 128 sum(lo)) / kLoSteps, one rounding.
+    // raw = hi - 128 sum(hi), the hi part's exact dot products.
     alignas(64) float raw[N][kKeyTile];
     for (int h = 0; h < N; ++h) {
       const __m512i offset_hi = _mm512_set1_epi32(128 * q[h]->group_sum(0, g, k_groups));
@@ -382,8 +382,9 @@ template <KvType KT, KvType VT, int N>
       }
     }
     // q4 K rounds to 1/16 of a row's range: the query's 8-bit rounding is
-    // noise beside it, so q4 K skips the correction pass (KL unchanged;
-    // fma(0, step, hi) would give hi's value exactly).
+    // noise beside it, so q4 K skips the correction pass (KL unchanged) and
+    // sums its groups' products times their scales; the query's scale
+    // follows over the whole row.
     if constexpr (KT == KvType::Q4) {
       for (int h = 0; h < N; ++h) {
         for (int half = 0; half < 2; ++half) {
@@ -393,8 +394,10 @@ template <KvType KT, KvType VT, int N>
         }
       }
     } else {
-      // q8 K has one scale group: score = (hi + lo / kLoSteps) * sk * sq / sqrt(d)
-      // in one pass, the key's and the query's scales as one factor.
+      // q8 K has one scale group: score = (raw + (lo - 128 sum(lo)) /
+      // kLoSteps) * sk * sq / sqrt(d) in one pass over the scores, the key's
+      // and the query's scales as one factor (a separate pass for the
+      // query's scale cost 2% of the kernel).
       score_pass<N>(t, q_lo, c0, c1, dot, ahead);
       const __m512 ks[2] = {_mm512_load_ps(t.k_scale[0]), _mm512_load_ps(t.k_scale[0] + 16)};
       for (int h = 0; h < N; ++h) {
