@@ -9,13 +9,15 @@
 # `tokamak run` on stories260K.
 #
 #   bench/peers.sh --llama-cpp DIR --ik-llama-cpp DIR --llama2c DIR
-#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2 | --avx-vnni] [--depth N]
+#                  [--types q4_0,q8_0,q4_k_m,f16] [-t 2] [-r 2] [-p 512] [-n 128] [--avx2 | --avx-vnni] [--depth N [--kv-type q8|f16]]
 #
 # --depth N measures long-context decode instead: tg of -n tokens at a
 # context of 128 and of N tokens, q8 KV on every engine (tokamak bench --ctx
 # 128,N --kv-type q8; ik_llama.cpp's generation after an N-token prompt, -gp
 # N,n with -fa 1 -ctk q8_0 -ctv q8_0, against its plain tg), and each engine's
 # slowdown at depth N (the issue asks tokamak for at most 1.3x at 8192).
+# --kv-type f16 runs the same with f16 KV (tokamak's default; ik_llama.cpp's
+# -ctk f16 -ctv f16, its default too).
 # llama.cpp at b4747 has no such test and sits these out.
 #
 # --avx2 forces the AVX2 path on an AVX-512 host, on every engine: the peers
@@ -41,7 +43,7 @@ repo=$PWD
 scratch=${SCRATCH:-/tmp/tokamak-peers}
 llama_cpp="" ik="" llama2c=""
 types=q4_0,q8_0,q4_k_m,f16
-threads=2 reps=2 n_prompt=512 n_gen=128 avx2=0 depth=0
+threads=2 reps=2 n_prompt=512 n_gen=128 avx2=0 depth=0 kv_type=q8
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-cpp) llama_cpp=$2; shift 2 ;;
@@ -55,6 +57,7 @@ while [ $# -gt 0 ]; do
     --avx2) avx2=1; shift ;;
     --avx-vnni) avx2=vnni; shift ;;
     --depth) depth=$2; shift 2 ;;
+    --kv-type) kv_type=$2; shift 2 ;;
     *) echo "bench/peers.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -62,6 +65,11 @@ for dir in "$llama_cpp" "$ik" "$llama2c"; do
   if [ -n "$dir" ] && [ ! -d "$dir" ]; then echo "bench/peers.sh: no checkout at '$dir'" >&2; exit 2; fi
 done
 if ! [[ $depth =~ ^[0-9]+$ ]]; then echo "bench/peers.sh: --depth takes a token count, not '$depth'" >&2; exit 2; fi
+case "$kv_type" in
+  q8) ggml_kv=q8_0 ;;
+  f16) ggml_kv=f16 ;;
+  *) echo "bench/peers.sh: --kv-type takes q8 or f16, not '$kv_type'" >&2; exit 2 ;;
+esac
 if [ "$depth" -gt 0 ] && [ -n "$llama_cpp" ]; then
   echo "bench/peers.sh: llama.cpp b4747's llama-bench has no generation-after-prompt test; --depth leaves it out" >&2
   llama_cpp=""
@@ -105,7 +113,7 @@ if [ -n "$ik" ]; then
   # All-quants FlashAttention kernels would triple the build time; unused here.
   bench_bin[ik_llama.cpp]=$(build_ggml ik_llama.cpp "$ik" -DGGML_IQK_FA_ALL_QUANTS=OFF)
   peer_flags[ik_llama.cpp]="-rtr 1"
-  if [ "$depth" -gt 0 ]; then peer_flags[ik_llama.cpp]+=" -fa 1 -ctk q8_0 -ctv q8_0 -gp $depth,$n_gen"; fi
+  if [ "$depth" -gt 0 ]; then peer_flags[ik_llama.cpp]+=" -fa 1 -ctk $ggml_kv -ctv $ggml_kv -gp $depth,$n_gen"; fi
   peers+=(ik_llama.cpp)
 fi
 
@@ -118,7 +126,7 @@ peer_tests=(-p "$n_prompt" -n "$n_gen")
 tokamak_tests=(-p "$n_prompt" -n "$n_gen")
 if [ "$depth" -gt 0 ]; then
   peer_tests=(-p 0 -n "$n_gen")
-  tokamak_tests=(-p 0 -n "$n_gen" --ctx "128,$depth" --kv-type q8)
+  tokamak_tests=(-p 0 -n "$n_gen" --ctx "128,$depth" --kv-type "$kv_type")
 fi
 for type in "${type_list[@]}"; do
   model=$scratch/tinyllama-$type.gguf

@@ -73,6 +73,28 @@ struct Avx2Ops {
     }
   }
 
+  // Head blocks (attention_impl.h, update_heads) in 16 registers: scores of
+  // 2 heads (8 sums of 8 keys, 4 vectors of K), values of 2 heads x 32 values.
+  static constexpr int kScoreHeads = 2;
+  static constexpr int kValueHeads = 2;
+  static constexpr int kValueVectors = 4;
+  using Vec = __m256;
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static Vec set1(float x) { return _mm256_set1_ps(x); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  static Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  static float first(Vec v) { return _mm256_cvtss_f32(v); }
+  // The largest of v's lanes, in every lane.
+  static Vec max_all(Vec v) {
+    v = _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 0x01));
+    v = _mm256_max_ps(v, _mm256_permute_ps(v, 0x4E));
+    return _mm256_max_ps(v, _mm256_permute_ps(v, 0xB1));
+  }
+
   static float dot(const float* a, const float* b, int d) {
     __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
     for (int c = 8; c < d; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);

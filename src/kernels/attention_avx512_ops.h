@@ -208,6 +208,22 @@ struct Avx512Ops {
     }
     return true;
   }
+  // Head blocks (attention_impl.h, update_heads): scores of 8 heads (16
+  // sums of 16 keys in registers), values of 4 heads x 64 values.
+  static constexpr int kScoreHeads = 8;
+  static constexpr int kValueHeads = 4;
+  static constexpr int kValueVectors = 4;
+  using Vec = __m512;
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static Vec set1(float x) { return _mm512_set1_ps(x); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  static Vec vmax(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  static float first(Vec v) { return _mm512_cvtss_f32(v); }
+
   // Two halves of 16 keys; each key's sum over c runs as four partial sums
   // (c mod 4) added pairwise at the end.
   static void scores_t(const float* q, const float* ktt, int d, float* s) {
