@@ -74,9 +74,12 @@ struct Avx2Ops {
   }
 
   // Head blocks (attention_impl.h, update_heads) in 16 registers: scores of
-  // 2 heads (8 sums of 8 keys, 4 vectors of K), values of 2 heads x 32 values.
-  static constexpr int kScoreHeads = 2;
-  static constexpr int kValueHeads = 2;
+  // 3 heads (12 sums of 8 keys; K read as the FMAs' memory operands), values
+  // of 3 heads x 32 values; 8 heads run as 3 + 3 + 2. 2 + 2 + 2 + 2 was 2%
+  // slower (attention_bench f16 at 8K, 5 alternations), 4 heads x 16 values
+  // level.
+  static constexpr int kScoreHeads = 3;
+  static constexpr int kValueHeads = 3;
   static constexpr int kValueVectors = 4;
   using Vec = __m256;
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }

@@ -219,7 +219,8 @@ void update_query(const AttentionParams& p, const float* q, const float* k_tile,
 // not overlap with the next query's: f16 KV at 8K keys ran at a third of the
 // FMA rate. attention_bench, a TinyLlama layer at 8K keys (8 heads a KV
 // head), us: AVX-512 f16 845-867 -> 630-639, f32 950-970 -> 750-790; AVX2
-// (2 heads a block in its 16 registers) f16 1102-1147 -> 1071-1072.
+// (blocks of 2 heads in its 16 registers) f16 1102-1147 -> 1071-1072, then
+// blocks of 3 1071-1105 -> 1045-1096.
 // For V with the head-block operations:
 //   Vec, load, store, set1, fmadd, mul, add, sub, vmax, exp, max_all (the
 //   largest lane in every lane), first (lane 0), reduce_add;
@@ -292,6 +293,9 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
   alignas(64) float s[kMaxHeads][kKeyTile];
   int h = 0;
   for (; h + V::kScoreHeads <= n; h += V::kScoreHeads) head_scores<V, V::kScoreHeads>(q + h, ktt, d, scale, s + h);
+  if constexpr (V::kScoreHeads > 2) {
+    for (; h + 2 <= n; h += 2) head_scores<V, 2>(q + h, ktt, d, scale, s + h);
+  }
   for (; h < n; ++h) head_scores<V, 1>(q + h, ktt, d, scale, s + h);
   float corr[kMaxHeads];
   for (h = 0; h < n; ++h) {
@@ -322,6 +326,8 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
       if (at + kSpan <= d) {
         if (hn == V::kValueHeads) {
           head_values<V, V::kValueHeads, V::kValueVectors>(states + h, corr + h, s + h, vt, jb, je, d, at);
+        } else if (V::kValueHeads > 2 && hn == 2) {
+          head_values<V, 2, V::kValueVectors>(states + h, corr + h, s + h, vt, jb, je, d, at);
         } else {
           for (int i = 0; i < hn; ++i) head_values<V, 1, V::kValueVectors>(states + h + i, corr + h + i, s + h + i, vt, jb, je, d, at);
         }
