@@ -90,6 +90,7 @@ struct Avx2Ops {
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
   static Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  static Vec load_kv(KvType t, const uint8_t* row, int c) { return load8(t, row, c); }
   static float first(Vec v) { return _mm256_cvtss_f32(v); }
   // The largest of v's lanes, in every lane.
   static Vec max_all(Vec v) {

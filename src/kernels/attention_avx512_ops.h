@@ -222,6 +222,7 @@ struct Avx512Ops {
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
   static Vec vmax(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  static Vec load_kv(KvType t, const uint8_t* row, int c) { return load16(t, row, c); }
   static float first(Vec v) { return _mm512_cvtss_f32(v); }
 
   // Two halves of 16 keys; each key's sum over c runs as four partial sums
