@@ -279,16 +279,13 @@ template <class V, int N, int NV, class Rows>
   }
 }
 
-// One online-softmax step of n <= kMaxHeads query heads (rows q[h], states
-// [m, l, acc[d]]) over keys [jb, je) of a transposed K tile and a V tile. A
-// head's arithmetic depends on neither n nor the other heads.
-constexpr int kMaxHeads = 8;
 // Where update_heads reads V: the tile dequantized to f32 ([kKeyTile][d]),
 // or, for f32, f16 and bf16 rows, the rows where they lie, converted as they
 // are read: each value is then converted once per block of heads instead of
 // once, but the tile's stores and reloads go (attention_bench f16 at 8K: AVX2
 // 1048-1055 -> 936-970 us hot, 1248-1249 -> 1049-1077 from DRAM; AVX-512
-// 617-637 -> 553-591 hot, level from DRAM).
+// 617-643 -> 544-591 hot, from DRAM level in one run and 768-785 -> 645-671
+// in another).
 template <class V>
 struct DequantizedTile {
   const float* vt;
@@ -300,6 +297,12 @@ struct RowsInPlace {
   const uint8_t* const* rows;
   typename V::Vec load(int j, int c) const { return V::load_kv(T, rows[j], c); }
 };
+
+// One online-softmax step of n <= kMaxHeads query heads (rows q[h], states
+// [m, l, acc[d]]) over keys [jb, je) of a transposed K tile, V read through
+// vrows (one of the two above). A head's arithmetic depends on neither n nor
+// the other heads.
+constexpr int kMaxHeads = 8;
 template <class V, class Rows>
 void update_heads(const AttentionParams& p, const float* const* q, int n, const float* ktt, const Rows& vrows, int jb,
                   int je, float scale, float* const* states) {
