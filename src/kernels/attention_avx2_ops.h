@@ -208,20 +208,4 @@ struct Avx2Ops {
     }
     return true;
   }
-  // Four quarters of 8 keys; each key's sum over c runs as two partial sums
-  // (c mod 2) added at the end.
-  static void scores_t(const float* q, const float* ktt, int d, float* s) {
-    __m256 a[4][2];
-    for (auto& h : a) {
-      for (__m256& x : h) x = _mm256_setzero_ps();
-    }
-    for (int c = 0; c < d; c += 2) {
-      for (int u = 0; u < 2; ++u) {
-        const __m256 qc = _mm256_set1_ps(q[c + u]);
-        const float* row = ktt + static_cast<int64_t>(c + u) * kKeyTile;
-        for (int h = 0; h < 4; ++h) a[h][u] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(row + 8 * h), a[h][u]);
-      }
-    }
-    for (int h = 0; h < 4; ++h) _mm256_storeu_ps(s + 8 * h, _mm256_add_ps(a[h][0], a[h][1]));
-  }
 };

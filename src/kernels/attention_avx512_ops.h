@@ -224,25 +224,5 @@ struct Avx512Ops {
   static Vec vmax(Vec a, Vec b) { return _mm512_max_ps(a, b); }
   static Vec load_kv(KvType t, const uint8_t* row, int c) { return load16(t, row, c); }
   static float first(Vec v) { return _mm512_cvtss_f32(v); }
-
-  // Two halves of 16 keys; each key's sum over c runs as four partial sums
-  // (c mod 4) added pairwise at the end.
-  static void scores_t(const float* q, const float* ktt, int d, float* s) {
-    __m512 a[2][4];
-    for (auto& h : a) {
-      for (__m512& x : h) x = _mm512_setzero_ps();
-    }
-    for (int c = 0; c < d; c += 4) {
-      for (int u = 0; u < 4; ++u) {
-        const __m512 qc = _mm512_set1_ps(q[c + u]);
-        const float* row = ktt + static_cast<int64_t>(c + u) * kKeyTile;
-        a[0][u] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(row), a[0][u]);
-        a[1][u] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(row + 16), a[1][u]);
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      _mm512_storeu_ps(s + 16 * h, _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][1]), _mm512_add_ps(a[h][2], a[h][3])));
-    }
-  }
 };
 

@@ -18,9 +18,7 @@
 //   transpose_tile(const float* kt, int d, float* ktt)  [kKeyTile][d] -> [d][kKeyTile]
 //   load_transposed(KvType, const uint8_t* const* rows, int d, float* ktt) -> bool
 //       the same from the kKeyTile rows as they lie, in registers (false: not for this type)
-//   scores_t(const float* q, const float* ktt, int d, float* s)
-//       s[j] = q . key j for all kKeyTile keys of a transposed tile, in a fixed order
-//   optionally, the head-block operations of update_heads (below)
+//   and the head-block operations of update_heads (below), which score the transposed tile
 #pragma once
 
 #include <algorithm>
@@ -179,23 +177,18 @@ inline bool transposed_scores(int group, int head_dim) {
   return group >= kTransposeMinGroup || head_dim <= kTransposeMaxSmallHead;
 }
 
-// One online-softmax step of one query over keys [jb, je) of a tile. k_tile
-// is [kKeyTile][d], or [d][kKeyTile] when `transposed`.
-// state: [m, l, acc[d]]; s: kKeyTile floats of scratch.
+// One online-softmax step of one query over keys [jb, je) of a tile, a key's
+// score a dot product: k_tile is [kKeyTile][d] (the transposed tile goes
+// through update_heads). state: [m, l, acc[d]]; s: kKeyTile floats of scratch.
 template <class V>
-void update_query(const AttentionParams& p, const float* q, const float* k_tile, bool transposed, const float* vt,
-                  int jb, int je, float scale, float* state, float* s) {
+void update_query(const AttentionParams& p, const float* q, const float* k_tile, const float* vt, int jb, int je,
+                  float scale, float* state, float* s) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int d = p.head_dim;
   // Whole vectors from a multiple of the width; keys outside [jb, je) -> -inf -> exp 0.
   const int vb = jb / V::kWidth * V::kWidth;
   const int ve = (je + V::kWidth - 1) / V::kWidth * V::kWidth;
-  if constexpr (V::kTransposedScores) {
-    if (transposed) V::scores_t(q, k_tile, d, s);
-  }
-  if (!transposed) {
-    for (int j = jb; j < je; ++j) s[j] = V::dot(q, k_tile + static_cast<int64_t>(j) * d, d);
-  }
+  for (int j = jb; j < je; ++j) s[j] = V::dot(q, k_tile + static_cast<int64_t>(j) * d, d);
   V::scale(s + vb, ve - vb, scale);
   if (p.softcap > 0.0f) {
     for (int j = jb; j < je; ++j) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
@@ -221,14 +214,13 @@ void update_query(const AttentionParams& p, const float* q, const float* k_tile,
 // head), us: AVX-512 f16 845-867 -> 630-639, f32 950-970 -> 750-790; AVX2
 // (blocks of 2 heads in its 16 registers) f16 1102-1147 -> 1071-1072, then
 // blocks of 3 1071-1105 -> 1045-1096.
-// For V with the head-block operations:
+// The head-block operations of a V with kTransposedScores:
 //   Vec, load, store, set1, fmadd, mul, add, sub, vmax, exp, max_all (the
-//   largest lane in every lane), first (lane 0), reduce_add;
+//   largest lane in every lane), first (lane 0), reduce_add, load_kv (16 or 8
+//   values of an f32, f16 or bf16 row as f32);
 //   kScoreHeads: heads whose scores are summed side by side (kKeyTile /
 //   kWidth sums each in registers); kValueHeads x kValueVectors: the
 //   weighted-value sums in registers.
-template <class V>
-constexpr bool kHeadBlocks = requires { V::kScoreHeads; };
 
 // s[h][j] = scale * (q_h . key j) over the transposed tile for the N heads,
 // one sum per head and vector of keys, in order of c.
@@ -445,17 +437,16 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
   }
   // V rows read in place by the head blocks (RowsInPlace), else dequantized.
   bool v_in_place = false;
-  if constexpr (kHeadBlocks<V>) {
+  if constexpr (V::kTransposedScores) {
     v_in_place = transposed && kv.same_pages(t0, false) >= n_tile && !kv_type_is_quantized(kv.pages(t0, false).v_type);
   }
   if (!v_in_place) {
     for (int64_t j = 0; j < n_tile; ++j) V::dequant_row(kv.pages(t0 + j, false).v_type, rows.v[j], d, b.vt + j * d);
   }
-  const float* k_tile = transposed ? b.ktt : b.kt;
   for (int i = 0; i < tile.n_tokens; ++i) {
     const TileKeys keys = tile_keys(p, tile.positions[i], t0, n_tile);
     if (keys.jb >= keys.je) continue;
-    if constexpr (kHeadBlocks<V>) {
+    if constexpr (V::kTransposedScores) {
       if (transposed) {
         for (int g0 = 0; g0 < group; g0 += kMaxHeads) {
           const int n = std::min(kMaxHeads, group - g0);
@@ -480,7 +471,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
     }
     for (int g = 0; g < group; ++g) {
       const float* q = tile.q[i] + (static_cast<int64_t>(tile.kv_head) * group + g) * d;
-      update_query<V>(p, q, k_tile, transposed, b.vt, keys.jb, keys.je, scale,
+      update_query<V>(p, q, b.kt, b.vt, keys.jb, keys.je, scale,
                       partial + (static_cast<int64_t>(i) * group + g) * sf, b.s);
     }
   }
