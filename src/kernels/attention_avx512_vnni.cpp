@@ -413,7 +413,7 @@ template <KvType KT, KvType VT, int N>
     }
   }
   // The softmax step and the weights p_j * sv_j (each V scale group) as u8
-  // over their largest, in phases that each loop over the heads: an
+  // over a bound on their largest (below), in phases that each loop over the heads: an
   // iteration is a short dependency chain (a reduction, an exp), independent
   // of the others, so the out-of-order core runs the heads' chains side by side.
   alignas(64) uint8_t wq[kHeadBlock][kMaxScaleGroups][kKeyTile];
@@ -422,9 +422,9 @@ template <KvType KT, KvType VT, int N>
   // that cannot forward (~20 cycles each time).
   constexpr int kWStride = kWeightStride<VT>;
   alignas(64) float corr[16];
-  alignas(64) float w_max[kHeadBlock * kMaxScaleGroups] = {}, w_inv[kHeadBlock * kMaxScaleGroups],
-      w_scale[kHeadBlock * kMaxScaleGroups];
-  __m512 m_old_v = _mm512_setzero_ps(), m_new_v = _mm512_setzero_ps(), w_max_v = _mm512_setzero_ps();
+  alignas(64) float w_inv[kHeadBlock * kMaxScaleGroups], w_scale[kHeadBlock * kMaxScaleGroups];
+  __m512 m_old_v = _mm512_setzero_ps(), m_new_v = _mm512_setzero_ps();
+  __m512 tile_max_v = _mm512_setzero_ps();
   __m512 m_new_b[N];
   for (int h = 0; h < N; ++h) {
     if constexpr (KT == KvType::Q4) {
@@ -437,7 +437,9 @@ template <KvType KT, KvType VT, int N>
     for (int j = 0; j < jb; ++j) sc[h][j] = kNegInf;
     for (int j = je; j < kKeyTile; ++j) sc[h][j] = kNegInf;
     const __m512 m_old_b = _mm512_set1_ps(states[h][0]);
-    m_new_b[h] = _mm512_max_ps(m_old_b, Avx512Ops::max_all(_mm512_max_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(sc[h] + 16))));
+    const __m512 tile_max = Avx512Ops::max_all(_mm512_max_ps(_mm512_load_ps(sc[h]), _mm512_load_ps(sc[h] + 16)));
+    m_new_b[h] = _mm512_max_ps(m_old_b, tile_max);
+    tile_max_v = _mm512_mask_mov_ps(tile_max_v, static_cast<__mmask16>(1u << h), tile_max);
     m_old_v = _mm512_mask_mov_ps(m_old_v, static_cast<__mmask16>(1u << h), m_old_b);
     m_new_v = _mm512_mask_mov_ps(m_new_v, static_cast<__mmask16>(1u << h), m_new_b[h]);
   }
@@ -451,11 +453,6 @@ template <KvType KT, KvType VT, int N>
     states[h][0] = _mm512_cvtss_f32(m_new_b[h]);
     row_sum[h] = _mm512_add_ps(p0, p1);
     if constexpr (VT == KvType::Q4) {
-      for (int g = 0; g < v_groups; ++g) {
-        const __m512 w0 = _mm512_mul_ps(p0, _mm512_load_ps(t.v_scale[g]));
-        const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[g] + 16));
-        w_max[h * kWStride + g] = _mm512_reduce_max_ps(_mm512_max_ps(w0, w1));
-      }
       _mm512_store_ps(sc[h], p0);
       _mm512_store_ps(sc[h] + 16, p1);
     } else {
@@ -464,19 +461,46 @@ template <KvType KT, KvType VT, int N>
       const __m512 w1 = _mm512_mul_ps(p1, _mm512_load_ps(t.v_scale[0] + 16));
       _mm512_store_ps(sc[h], w0);
       _mm512_store_ps(sc[h] + 16, w1);
-      w_max_v = _mm512_mask_mov_ps(w_max_v, static_cast<__mmask16>(1u << h), Avx512Ops::max_all(_mm512_max_ps(w0, w1)));
     }
   }
-  if constexpr (VT != KvType::Q4) _mm512_store_ps(w_max, w_max_v);
+  // The weights of a head (and V scale group) are rounded to 1/255 of a
+  // bound on their largest, not of the largest itself: exp(tile max - m)
+  // times the largest V scale among keys [jb, je), which the head's largest
+  // weight reaches when its best-scoring key also has the largest scale, and
+  // is within the V rows' spread of scales of otherwise. The exact maximum
+  // took a reduction per head (and group) on the path to the rounding: 5% of
+  // the kernel (attention_bench q8/8192). Only the keys the query sees count,
+  // so a query's bound, like the rest of its arithmetic, is the same in any
+  // batch.
+  const uint32_t keys = static_cast<uint32_t>((uint64_t{1} << je) - (uint64_t{1} << jb));
+  const __m512 p_max = softmax_exp(_mm512_sub_ps(tile_max_v, m_new_v));  // lane h: head h
+  auto scale_max = [&](int g) {  // in every lane
+    return Avx512Ops::max_all(
+        _mm512_max_ps(_mm512_maskz_mov_ps(static_cast<__mmask16>(keys), _mm512_load_ps(t.v_scale[g])),
+                      _mm512_maskz_mov_ps(static_cast<__mmask16>(keys >> 16), _mm512_load_ps(t.v_scale[g] + 16))));
+  };
+  // The bounds in w_inv's order (head h, group g at h * kWStride + g), 16 at
+  // a time, built in registers: stored as scalars and read back as vectors,
+  // they would wait on stores that cannot forward.
+  __m512 sv_max = scale_max(0);  // q4: lanes g and 8 + g hold group g's
+  if constexpr (VT == KvType::Q4) {
+    static_assert(kWStride == 8, "two heads of q4 groups to a vector");
+    for (int g = 1; g < v_groups; ++g) sv_max = _mm512_mask_mov_ps(sv_max, static_cast<__mmask16>(0x0101u << g), scale_max(g));
+  }
+  auto bounds = [&](int i) {
+    if constexpr (VT != KvType::Q4) return _mm512_mul_ps(p_max, sv_max);
+    // Heads i / 8 and i / 8 + 1, a half each.
+    const __m512i heads = _mm512_add_epi32(_mm512_set1_epi32(i / 8), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    return _mm512_mul_ps(_mm512_permutexvar_ps(heads, p_max), sv_max);
+  };
   for (int h = N; h < 8; ++h) row_sum[h] = row_sum[0];
   alignas(32) float tile_sum[8];
-  // Only the sums go through reduce_add8: batching the max before the exps,
-  // or the weights' max before their rounding, was slower (those sit on the
-  // path to the next phase).
+  // Only the sums go through reduce_add8: batching the max before the exps
+  // was slower (it sits on the path to the next phase).
   reduce_add8(row_sum, tile_sum);  // Avx512Ops::sum's order
   for (int h = 0; h < N; ++h) states[h][1] = states[h][1] * corr[h] + tile_sum[h];
   for (int i = 0; i < N * kWStride; i += 16) {
-    const __m512 wm = _mm512_load_ps(w_max + i);
+    const __m512 wm = bounds(i);
     const __mmask16 positive = _mm512_cmp_ps_mask(wm, _mm512_setzero_ps(), _CMP_GT_OQ);
     _mm512_store_ps(w_inv + i, _mm512_maskz_div_ps(positive, _mm512_set1_ps(255.0f), wm));
     _mm512_store_ps(w_scale + i, _mm512_div_ps(wm, _mm512_set1_ps(255.0f)));
