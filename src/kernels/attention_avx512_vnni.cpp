@@ -210,16 +210,32 @@ void quantize_query(const float* x, int d, QuantizedQuery& out) {
   }
 }
 
-// Puts value-order back into the V sums of one segment (see the top).
-void unpermute(__m512i (&acc)[4]) {
-  const __m512i a = _mm512_shuffle_i32x4(acc[0], acc[1], 0x44);
-  const __m512i b = _mm512_shuffle_i32x4(acc[2], acc[3], 0x44);
-  const __m512i c = _mm512_shuffle_i32x4(acc[0], acc[1], 0xEE);
-  const __m512i e = _mm512_shuffle_i32x4(acc[2], acc[3], 0xEE);
-  acc[0] = _mm512_shuffle_i32x4(a, b, 0x88);
-  acc[1] = _mm512_shuffle_i32x4(a, b, 0xDD);
-  acc[2] = _mm512_shuffle_i32x4(c, e, 0x88);
-  acc[3] = _mm512_shuffle_i32x4(c, e, 0xDD);
+// The V sums of a segment come out with vector m, 128-bit lane L holding
+// values 16L + 4m .. 16L + 4m + 3 (see the top): a 4 x 4 transposition of
+// 128-bit blocks away from value order, and its own inverse. The states'
+// acc rows stay in that order while a chunk's integer tiles run (the value
+// pass adds to them as the sums come), and swap_value_order puts them in
+// value order for the float tiles and the chunk's partial, and back: once a
+// chunk instead of once a tile and head (8 shuffles each).
+void swap_value_order(float* acc, int d) {
+  for (int s = 0; s < d; s += kSegment) {
+    float* x = acc + s;
+    const __m512 r0 = _mm512_loadu_ps(x), r1 = _mm512_loadu_ps(x + 16), r2 = _mm512_loadu_ps(x + 32),
+                 r3 = _mm512_loadu_ps(x + 48);
+    const __m512 a = _mm512_shuffle_f32x4(r0, r1, 0x44);
+    const __m512 b = _mm512_shuffle_f32x4(r2, r3, 0x44);
+    const __m512 c = _mm512_shuffle_f32x4(r0, r1, 0xEE);
+    const __m512 e = _mm512_shuffle_f32x4(r2, r3, 0xEE);
+    _mm512_storeu_ps(x, _mm512_shuffle_f32x4(a, b, 0x88));
+    _mm512_storeu_ps(x + 16, _mm512_shuffle_f32x4(a, b, 0xDD));
+    _mm512_storeu_ps(x + 32, _mm512_shuffle_f32x4(c, e, 0x88));
+    _mm512_storeu_ps(x + 48, _mm512_shuffle_f32x4(c, e, 0xDD));
+  }
+}
+
+// swap_value_order for the acc rows of n states [m, l, acc] of sf floats.
+void swap_value_order(float* states, int64_t n, int64_t sf, int d) {
+  for (int64_t q = 0; q < n; ++q) swap_value_order(states + q * sf + 2, d);
 }
 
 // exp(x) for the softmax step, x <= 0 (scores less their running max; -inf
@@ -307,12 +323,14 @@ template <KvType VT, int HN>
       sums[h][3] = _mm512_dpbusd_epi32(sums[h][3], wv, v3);
     }
   }
+  // acc is in the sums' order (swap_value_order): lanes 0-7 of each vector
+  // hold values of V scale group g_lo, lanes 8-15 of g_hi.
   for (int h = 0; h < HN; ++h) {
-    unpermute(sums[h]);
     const __m512 vc = _mm512_set1_ps(corr[h0 + h]);
+    const float* ws_h = w_scale + (h0 + h) * kWeightStride<VT>;
+    const __m512 ws = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(ws_h[g_lo]), _mm512_set1_ps(ws_h[g_hi]));
     float* acc = states[h0 + h] + 2 + s * kSegment;
     for (int v = 0; v < 4; ++v) {
-      const __m512 ws = _mm512_set1_ps(w_scale[(h0 + h) * kWeightStride<VT> + (v < 2 ? g_lo : g_hi)]);
       _mm512_storeu_ps(acc + 16 * v,
                        _mm512_fmadd_ps(_mm512_loadu_ps(acc + 16 * v), vc, _mm512_mul_ps(_mm512_cvtepi32_ps(sums[h][v]), ws)));
     }
@@ -614,7 +632,9 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     if (!detail::in_main_pages(kv, t0, n_tile)) {
       ahead.issue_all();
       if (in_aligned) aligned.copy_to(partial, n_queries, sf);
+      swap_value_order(partial, n_queries, sf, d);
       detail::float_tile_step<Avx512Ops>(p, kv, tile, t0, n_tile, ahead.rows(), fb, partial);
+      swap_value_order(partial, n_queries, sf, d);
       if (in_aligned) aligned.copy_from(partial, n_queries, sf);
       return;
     }
@@ -641,6 +661,7 @@ void chunk_int(const AttentionParams& p, const KvView& kv, const QueryTile& tile
     }
   });
   if (in_aligned) aligned.copy_to(partial, n_queries, sf);
+  swap_value_order(partial, n_queries, sf, d);
 }
 
 }  // namespace
