@@ -431,9 +431,10 @@ template <KvType KT, KvType VT, int N>
     }
   }
   // The softmax step and the weights p_j * sv_j (each V scale group) as u8
-  // over a bound on their largest (below), in phases that each loop over the heads: an
-  // iteration is a short dependency chain (a reduction, an exp), independent
-  // of the others, so the out-of-order core runs the heads' chains side by side.
+  // over a bound on their largest (below), in phases that each loop over the
+  // heads: an iteration is a short dependency chain (a reduction, an exp),
+  // independent of the others, so the out-of-order core runs the heads'
+  // chains side by side.
   alignas(64) uint8_t wq[kHeadBlock][kMaxScaleGroups][kKeyTile];
   // Per-head maxima go into lanes of a vector (lane h: head h) in registers:
   // written as scalars and read back as a vector, they waited on a store
@@ -503,12 +504,15 @@ template <KvType KT, KvType VT, int N>
   __m512 sv_max = scale_max(0);  // q4: lanes g and 8 + g hold group g's
   if constexpr (VT == KvType::Q4) {
     static_assert(kWStride == 8, "two heads of q4 groups to a vector");
-    for (int g = 1; g < v_groups; ++g) sv_max = _mm512_mask_mov_ps(sv_max, static_cast<__mmask16>(0x0101u << g), scale_max(g));
+    for (int g = 1; g < v_groups; ++g) {
+      sv_max = _mm512_mask_mov_ps(sv_max, static_cast<__mmask16>(0x0101u << g), scale_max(g));
+    }
   }
   auto bounds = [&](int i) {
     if constexpr (VT != KvType::Q4) return _mm512_mul_ps(p_max, sv_max);
     // Heads i / 8 and i / 8 + 1, a half each.
-    const __m512i heads = _mm512_add_epi32(_mm512_set1_epi32(i / 8), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m512i heads =
+        _mm512_add_epi32(_mm512_set1_epi32(i / 8), _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
     return _mm512_mul_ps(_mm512_permutexvar_ps(heads, p_max), sv_max);
   };
   for (int h = N; h < 8; ++h) row_sum[h] = row_sum[0];
