@@ -19,10 +19,11 @@
 //     the correction part is skipped (K's own 4-bit rounding dwarfs it).
 //   values: p_j = exp(s_j - m) is exact f32 for the softmax sum l; the
 //     weights p_j * |sv_j| (sv_j V's row scale, or group scale for q4; the
-//     sign goes into the values) are quantized to u8 over the tile
-//     (max -> 255) and VPDPBUSD sums them against the int8 V rows.
-//     Rounding each weight to 1/255 of the tile's largest moves an output by
-//     at most ~0.2% of that weight's share of |v| (stated bounds in
+//     sign goes into the values) are quantized to u8 over the tile (a bound
+//     on their largest, exp(tile max - m) * max |sv_j|, -> 255) and VPDPBUSD
+//     sums them against the int8 V rows. Rounding each weight to 1/255 of
+//     that bound moves an output by at most ~0.2% of the bound's share of
+//     |v|, times the spread of the V scales (stated bounds in
 //     tests/kernels/attention_test.cpp).
 // Tiles that touch the f16 rows of mixed precision, and other K/V types, go
 // through the float path of attention_impl.h, so one chunk may mix both; the
