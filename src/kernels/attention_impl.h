@@ -72,7 +72,11 @@ alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 // most lines had arrived, so reading and computing took turns; dripped, the
 // reads overlap the arithmetic. The others have them asked for at once.
 // The L2 stage came when the integer kernels got fast enough that one tile of
-// arithmetic (~350 ns) no longer covered a read from DRAM under load.
+// arithmetic (~350 ns) no longer covered a read from DRAM under load. The
+// float tile step, whose f16 tile is ~130 lines, drips its L2 requests too
+// (issue_far, at three points of the step): asked for at once they made a
+// layer at 8K from DRAM ~20% slower than from L3 (attention_bench f16/8192
+// 661-695 against 544-569 us), dripped 585-616 (hot 567-595).
 class TilePrefetch {
  public:
   // Tiles ahead that gather walks (3 or 4 measured no faster than 2).
@@ -81,7 +85,11 @@ class TilePrefetch {
   // them at once (the f32 tile path: dripping made f16 KV at 8K 5% slower).
   // l2: whether gather asks for the far tile's lines into L2 (a kernel whose
   // tile takes long enough to cover a read from DRAM only pays for them).
-  explicit TilePrefetch(bool drip, bool l2 = true) : drip_(drip), l2_(l2) {}
+  // l2_drip: the far tile's L2 requests wait for issue_far, a few at a time,
+  // instead of going out at once as gather walks them; what a step leaves is
+  // asked for at the next gather.
+  explicit TilePrefetch(bool drip, bool l2 = true, bool l2_drip = false)
+      : drip_(drip), l2_(l2), l2_drip_(l2_drip) {}
   // Walks the rows of keys [t0, t0 + n) of `head` (K and V), the tile kFar
   // steps ahead, and asks for their lines into L2 (with l2). The tile walked
   // by the call before becomes the one whose lines go into L1 (issue);
@@ -89,6 +97,7 @@ class TilePrefetch {
   // walked kFar calls before is now the current one (rows()).
   void gather(const KvView& kv, int head, int64_t t0, int64_t n) {
     issue_all();
+    issue_far(std::numeric_limits<int>::max());
     current_ = slot(1);
     near_runs_ = slots_[slot(1)].runs;
     n_runs_ = slots_[slot(1)].n_runs;
@@ -106,14 +115,27 @@ class TilePrefetch {
         for (int64_t r = 0; r < run; ++r) row[j + r] = src + r * row_bytes;
         const uintptr_t first = reinterpret_cast<uintptr_t>(src) & ~uintptr_t{63};
         const uintptr_t last = reinterpret_cast<uintptr_t>(src + run * row_bytes - 1) & ~uintptr_t{63};
-        if (l2_) {
+        if (l2_ && !l2_drip_) {
           for (uintptr_t a = first; a <= last; a += 64) prefetch_l2(reinterpret_cast<const void*>(a));
         }
         far.runs[far.n_runs++] = {first, last + 64};
       });
       for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
     }
+    if (l2_ && l2_drip_) far_ = {far.runs, far.n_runs, 0, 0, 0};
     if (!drip_) issue_all();
+  }
+  // Asks for the next k lines of the far tile into L2 (l2_drip).
+  void issue_far(int k) {
+    for (int i = 0; i < k; ++i) {
+      if (far_.line == far_.end) {
+        if (far_.next_run == far_.n_runs) return;
+        far_.line = far_.runs[far_.next_run].begin;
+        far_.end = far_.runs[far_.next_run++].end;
+      }
+      prefetch_l2(reinterpret_cast<const void*>(far_.line));
+      far_.line += 64;
+    }
   }
   // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
   struct TileRows {
@@ -154,6 +176,15 @@ class TilePrefetch {
   int slot(int ahead) const { return (current_ + ahead) % (kFar + 1); }
   bool drip_;
   bool l2_;
+  bool l2_drip_;
+  // The far tile's runs whose lines issue_far has yet to ask for.
+  struct FarLines {
+    const LineRun* runs = nullptr;
+    int n_runs = 0;
+    int next_run = 0;
+    uintptr_t line = 0;
+    uintptr_t end = 0;
+  } far_;
   Slot slots_[kFar + 1];
   int current_ = 0;
   // The runs of the tile after the current one, whose lines issue asks for.
@@ -295,9 +326,12 @@ struct RowsInPlace {
 // vrows (one of the two above). A head's arithmetic depends on neither n nor
 // the other heads.
 constexpr int kMaxHeads = 8;
+// L2 requests of the far tile (TilePrefetch::issue_far) at each of the float
+// tile step's three points: an f16 tile of heads of 64 has ~130 lines.
+constexpr int kFarLinesAStep = 48;
 template <class V, class Rows>
 void update_heads(const AttentionParams& p, const float* const* q, int n, const float* ktt, const Rows& vrows, int jb,
-                  int je, float scale, float* const* states) {
+                  int je, float scale, float* const* states, TilePrefetch* drip) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   constexpr int kv = kKeyTile / V::kWidth;
   const int d = p.head_dim;
@@ -308,6 +342,7 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
     for (; h + 2 <= n; h += 2) head_scores<V, 2>(q + h, ktt, d, scale, s + h);
   }
   for (; h < n; ++h) head_scores<V, 1>(q + h, ktt, d, scale, s + h);
+  if (drip) drip->issue_far(kFarLinesAStep);
   float corr[kMaxHeads];
   for (h = 0; h < n; ++h) {
     if (p.softcap > 0.0f) {
@@ -330,6 +365,7 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
     states[h][0] = V::first(m_new);
     states[h][1] = states[h][1] * corr[h] + V::reduce_add(x[0]);
   }
+  if (drip) drip->issue_far(kFarLinesAStep);
   constexpr int kSpan = V::kValueVectors * V::kWidth;  // values a block of sums covers
   for (h = 0; h < n; h += V::kValueHeads) {
     const int hn = std::min(V::kValueHeads, n - h);
@@ -406,10 +442,13 @@ inline bool in_main_pages(const KvView& kv, int64_t t0, int64_t n) {
 
 // One online-softmax step of every query of `tile` over the n_tile keys at
 // t0, whose rows are `rows` (TilePrefetch::rows), K and V dequantized to f32
-// tiles first.
+// tiles first. With `drip` (a TilePrefetch with l2_drip), the far tile's L2
+// requests go out at its start, after the scores and after the softmax.
 template <class V>
 void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t t0, int64_t n_tile,
-                     const TilePrefetch::TileRows& rows, FloatTileBuffers<V>& b, float* partial) {
+                     const TilePrefetch::TileRows& rows, FloatTileBuffers<V>& b, float* partial,
+                     TilePrefetch* drip = nullptr) {
+  if (drip) drip->issue_far(kFarLinesAStep);
   const int d = p.head_dim;
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
@@ -457,7 +496,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
             states[h] = partial + (static_cast<int64_t>(i) * group + g0 + h) * sf;
           }
           const auto step = [&](const auto& v_rows) {
-            update_heads<V>(p, q, n, b.ktt, v_rows, keys.jb, keys.je, scale, states);
+            update_heads<V>(p, q, n, b.ktt, v_rows, keys.jb, keys.je, scale, states, drip);
           };
           switch (v_in_place ? kv.pages(t0, false).v_type : KvType::Q8) {
             case KvType::F32: step(RowsInPlace<V, KvType::F32>{rows.v}); break;
@@ -475,6 +514,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
                       partial + (static_cast<int64_t>(i) * group + g) * sf, b.s);
     }
   }
+  if (drip) drip->issue_far(std::numeric_limits<int>::max());
 }
 
 // step(t0, n_tile) over the tiles of keys [begin, end) in key order (begin
@@ -518,9 +558,9 @@ void for_each_chunk_tile(const AttentionParams& p, const KvView& kv, const Query
 template <class V>
 void chunk_kernel(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t chunk, float* partial) {
   FloatTileBuffers<V> b;
-  TilePrefetch ahead(false);
+  TilePrefetch ahead(false, true, true);
   for_each_chunk_tile(p, kv, tile, chunk, partial, ahead, [&](int64_t t0, int64_t n_tile) {
-    float_tile_step<V>(p, kv, tile, t0, n_tile, ahead.rows(), b, partial);
+    float_tile_step<V>(p, kv, tile, t0, n_tile, ahead.rows(), b, partial, &ahead);
   });
 }
 
