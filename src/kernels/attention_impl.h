@@ -99,10 +99,7 @@ class TilePrefetch {
     issue_all();
     issue_far(std::numeric_limits<int>::max());
     current_ = slot(1);
-    near_runs_ = slots_[slot(1)].runs;
-    n_runs_ = slots_[slot(1)].n_runs;
-    next_run_ = 0;
-    line_ = end_ = 0;
+    near_ = {slots_[slot(1)].runs, slots_[slot(1)].n_runs};
     // Kept as runs of lines, not a line each: listing a tile's ~70 lines
     // one store at a time was 9% of a decode layer's attention at 8K. The
     // walk also notes each key's rows for the step that loads the tile
@@ -122,21 +119,11 @@ class TilePrefetch {
       });
       for (int64_t j = std::max<int64_t>(n, 0); j < kKeyTile; ++j) row[j] = kZeroKvRow;
     }
-    if (l2_ && l2_drip_) far_ = {far.runs, far.n_runs, 0, 0, 0};
+    if (l2_ && l2_drip_) far_ = {far.runs, far.n_runs};
     if (!drip_) issue_all();
   }
   // Asks for the next k lines of the far tile into L2 (l2_drip).
-  void issue_far(int k) {
-    for (int i = 0; i < k; ++i) {
-      if (far_.line == far_.end) {
-        if (far_.next_run == far_.n_runs) return;
-        far_.line = far_.runs[far_.next_run].begin;
-        far_.end = far_.runs[far_.next_run++].end;
-      }
-      prefetch_l2(reinterpret_cast<const void*>(far_.line));
-      far_.line += 64;
-    }
-  }
+  void issue_far(int k) { far_.next<2>(k); }
   // Where K and V of each key of a tile lie: k[j], v[j] for keys t0 + j.
   struct TileRows {
     const uint8_t* k[kKeyTile];
@@ -147,23 +134,38 @@ class TilePrefetch {
   // tile's end read kZeroKvRow.
   const TileRows& rows() const { return slots_[current_].rows; }
   // Asks for the next k lines of the tile after the current one into L1.
-  void issue(int k) {
-    for (int i = 0; i < k; ++i) {
-      if (line_ == end_) {
-        if (next_run_ == n_runs_) return;
-        line_ = near_runs_[next_run_].begin;
-        end_ = near_runs_[next_run_++].end;
-      }
-      prefetch_l1(reinterpret_cast<const uint8_t*>(line_));
-      line_ += 64;
-    }
-  }
+  void issue(int k) { near_.next<1>(k); }
   void issue_all() { issue(std::numeric_limits<int>::max()); }
 
  private:
   struct LineRun {
     uintptr_t begin;  // first line's address
     uintptr_t end;    // past the last line
+  };
+  // A tile's runs, and where the requests for their lines have got to.
+  struct LineCursor {
+    const LineRun* runs = nullptr;
+    int n_runs = 0;
+    int next_run = 0;
+    uintptr_t line = 0;  // next line of the current run
+    uintptr_t end = 0;
+    // Asks for the next k lines, in order, into L1 or L2 (kLevel).
+    template <int kLevel>
+    void next(int k) {
+      for (int i = 0; i < k; ++i) {
+        if (line == end) {
+          if (next_run == n_runs) return;
+          line = runs[next_run].begin;
+          end = runs[next_run++].end;
+        }
+        if constexpr (kLevel == 1) {
+          prefetch_l1(reinterpret_cast<const void*>(line));
+        } else {
+          prefetch_l2(reinterpret_cast<const void*>(line));
+        }
+        line += 64;
+      }
+    }
   };
   // A run is rows adjacent in one block: at most one per key, for K and V.
   static constexpr int kMaxRuns = 2 * kKeyTile;
@@ -177,22 +179,10 @@ class TilePrefetch {
   bool drip_;
   bool l2_;
   bool l2_drip_;
-  // The far tile's runs whose lines issue_far has yet to ask for.
-  struct FarLines {
-    const LineRun* runs = nullptr;
-    int n_runs = 0;
-    int next_run = 0;
-    uintptr_t line = 0;
-    uintptr_t end = 0;
-  } far_;
   Slot slots_[kFar + 1];
   int current_ = 0;
-  // The runs of the tile after the current one, whose lines issue asks for.
-  const LineRun* near_runs_ = nullptr;
-  int n_runs_ = 0;
-  int next_run_ = 0;
-  uintptr_t line_ = 0;  // next line of the current run
-  uintptr_t end_ = 0;
+  LineCursor near_;  // the tile after the current one: L1 (issue)
+  LineCursor far_;   // the tile kFar ahead, with l2_drip: L2 (issue_far)
 };
 
 // Query heads sharing a KV head at which the K tile is transposed once so
@@ -331,7 +321,7 @@ constexpr int kMaxHeads = 8;
 constexpr int kFarLinesAStep = 48;
 template <class V, class Rows>
 void update_heads(const AttentionParams& p, const float* const* q, int n, const float* ktt, const Rows& vrows, int jb,
-                  int je, float scale, float* const* states, TilePrefetch* drip) {
+                  int je, float scale, float* const* states, TilePrefetch* ahead) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   constexpr int kv = kKeyTile / V::kWidth;
   const int d = p.head_dim;
@@ -342,7 +332,7 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
     for (; h + 2 <= n; h += 2) head_scores<V, 2>(q + h, ktt, d, scale, s + h);
   }
   for (; h < n; ++h) head_scores<V, 1>(q + h, ktt, d, scale, s + h);
-  if (drip) drip->issue_far(kFarLinesAStep);
+  if (ahead) ahead->issue_far(kFarLinesAStep);
   float corr[kMaxHeads];
   for (h = 0; h < n; ++h) {
     if (p.softcap > 0.0f) {
@@ -365,7 +355,7 @@ void update_heads(const AttentionParams& p, const float* const* q, int n, const 
     states[h][0] = V::first(m_new);
     states[h][1] = states[h][1] * corr[h] + V::reduce_add(x[0]);
   }
-  if (drip) drip->issue_far(kFarLinesAStep);
+  if (ahead) ahead->issue_far(kFarLinesAStep);
   constexpr int kSpan = V::kValueVectors * V::kWidth;  // values a block of sums covers
   for (h = 0; h < n; h += V::kValueHeads) {
     const int hn = std::min(V::kValueHeads, n - h);
@@ -442,13 +432,13 @@ inline bool in_main_pages(const KvView& kv, int64_t t0, int64_t n) {
 
 // One online-softmax step of every query of `tile` over the n_tile keys at
 // t0, whose rows are `rows` (TilePrefetch::rows), K and V dequantized to f32
-// tiles first. With `drip` (a TilePrefetch with l2_drip), the far tile's L2
+// tiles first. With `ahead` (a TilePrefetch with l2_drip), the far tile's L2
 // requests go out at its start, after the scores and after the softmax.
 template <class V>
 void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile& tile, int64_t t0, int64_t n_tile,
                      const TilePrefetch::TileRows& rows, FloatTileBuffers<V>& b, float* partial,
-                     TilePrefetch* drip = nullptr) {
-  if (drip) drip->issue_far(kFarLinesAStep);
+                     TilePrefetch* ahead = nullptr) {
+  if (ahead) ahead->issue_far(kFarLinesAStep);
   const int d = p.head_dim;
   const int group = p.group();
   const int64_t sf = attention_state_floats(p);
@@ -496,7 +486,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
             states[h] = partial + (static_cast<int64_t>(i) * group + g0 + h) * sf;
           }
           const auto step = [&](const auto& v_rows) {
-            update_heads<V>(p, q, n, b.ktt, v_rows, keys.jb, keys.je, scale, states, drip);
+            update_heads<V>(p, q, n, b.ktt, v_rows, keys.jb, keys.je, scale, states, ahead);
           };
           switch (v_in_place ? kv.pages(t0, false).v_type : KvType::Q8) {
             case KvType::F32: step(RowsInPlace<V, KvType::F32>{rows.v}); break;
@@ -514,7 +504,7 @@ void float_tile_step(const AttentionParams& p, const KvView& kv, const QueryTile
                       partial + (static_cast<int64_t>(i) * group + g) * sf, b.s);
     }
   }
-  if (drip) drip->issue_far(std::numeric_limits<int>::max());
+  if (ahead) ahead->issue_far(std::numeric_limits<int>::max());
 }
 
 // step(t0, n_tile) over the tiles of keys [begin, end) in key order (begin
