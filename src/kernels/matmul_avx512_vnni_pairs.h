@@ -25,11 +25,15 @@ inline __m512i broadcast4_16(const uint8_t* xq, int j) {
 constexpr int kTokens = 8;
 // How far ahead a prompt's pair tiles prefetch each group's weights.
 constexpr size_t kPrefetchBlocks = 16;
-// Decode (group_decode_32) prefetches ~4 KiB ahead, whole blocks: 16 of
-// Q8_0's, 30 of Q4_0's (16 of those, 2.3 KiB, streamed one core at 24-27 GB/s
-// against ~30-32; tg64 Q4_0, 4 alternations with ik_llama.cpp, twice: 59-61 ->
-// 67-69 t/s).
-constexpr size_t kDecodePrefetchBytes = 16 * (8 * 34);  // 16 blocks of a Q8_0 group
+// Decode (group_decode_32) prefetches ~6 KiB ahead, whole blocks: 24 of
+// Q8_0's, 45 of Q4_0's (as the AVX2 kernels' kPrefetchBytes32). 16 of Q4_0's,
+// 2.3 KiB, streamed one core at 24-27 GB/s against ~30-32 (tg64 Q4_0, 4
+// alternations with ik_llama.cpp, twice: 59-61 -> 67-69 t/s); 4.25 KiB then
+// held two cores to ~60 GB/s when the host's read bandwidth was ~80: 6.4 KiB
+// made tg64 Q4_0 3% faster there (median of 36 pairs, 97 -> 101 t/s) and
+// level at ~48 GB/s, 8.5 KiB ~2% slower at ~48 GB/s, L2 prefetches
+// (prefetcht1) 16-32 KiB ahead 4-10% slower.
+constexpr size_t kDecodePrefetchBytes = 24 * (8 * 34);  // 24 blocks of a Q8_0 group
 
 // Rows [r, n_rows) of a (r a multiple of 8): the AVX2 kernel's share.
 GemmArgs rows_from(const GemmArgs& a, int64_t r) {
