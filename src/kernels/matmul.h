@@ -8,8 +8,10 @@
 // and activations stay in L2 (matmul.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 
 #include "core/aligned_buffer.h"
@@ -82,9 +84,18 @@ class Matmul {
   static constexpr int kMaxFused = 8;
 
  private:
+  // A thread's share of a large job's chunks, [next, end), on its own cache
+  // line: its owner claims them in order, then helps the other shares.
+  struct alignas(64) ChunkShare {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+
   MatmulOptions options_;
   bool continue_sums_ = false;
   AlignedBuffer scratch_;  // converted activations, one region per format
+  std::unique_ptr<ChunkShare[]> shares_;  // one per pool thread
+  int n_shares_ = 0;
 };
 
 }  // namespace tokamak::kernels
