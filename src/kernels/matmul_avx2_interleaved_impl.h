@@ -766,8 +766,8 @@ void groups_tile_f(const GemmArgs& a, int64_t g0, int64_t t0) {
   const int64_t k = a.k;
   for (int64_t i = 0; i < k; ++i) {
     if (T == 1 && i % 4 == 0) {  // a 64-byte line of each group every 4 elements
-      for (int g = 0; g < G; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i) + kPrefetchBytesF16), _MM_HINT_T0);
+      const size_t at = prefetch_offset_f16(i, group_bytes, G);
+      for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(w + static_cast<size_t>(g) * group_bytes + at), _MM_HINT_T0);
     }
     __m256 wv[G];
     for (int g = 0; g < G; ++g) wv[g] = F::load(w + static_cast<size_t>(g) * group_bytes + 16 * static_cast<size_t>(i));

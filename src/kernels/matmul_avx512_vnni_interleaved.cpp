@@ -441,8 +441,9 @@ void f16_pairs_tile(const GemmArgs& a, int64_t g0, int64_t t0) {
   for (int64_t i = 0; i < a.k; ++i) {
     const uint8_t* line = w + 16 * static_cast<size_t>(i);
     if (T == 1 && i % 4 == 0) {  // a 64-byte line of each group every 4 elements
+      const size_t at = prefetch_offset_f16(i, group_bytes, 2 * P);
 #pragma GCC unroll 8
-      for (int g = 0; g < 2 * P; ++g) _mm_prefetch(reinterpret_cast<const char*>(line + g * group_bytes + kPrefetchBytesF16), _MM_HINT_T0);
+      for (int g = 0; g < 2 * P; ++g) _mm_prefetch(reinterpret_cast<const char*>(w + g * group_bytes + at), _MM_HINT_T0);
     }
     __m512 wv[P];
 #pragma GCC unroll 4
