@@ -254,14 +254,16 @@ void Matmul::run(std::span<const MatmulOut> outs, const float* x, int64_t n_toke
   // Thread i claims the chunks of its own contiguous share in order, so its
   // next chunk starts where the last one ended and the prefetches running
   // ahead of the weights (the kernels' ~6 KiB and the hardware's) carry on
-  // into it; then it helps the other shares. One counter for all, which
-  // dealt the chunks out alternately, made each chunk a new stream that
-  // started from DRAM latency: TinyLlama Q4_0 decode ran 12-15% slower
-  // (Q8_0, Q4_K_M 8-13%), with each thread's chunks every other one on
-  // counters of their own 11% slower, so the stream matters, not the
-  // shared line (tokamak bench tg64, 2 threads, Zen 5 VM). A share's
-  // counter is on its owner's cache line: its claims stay local until
-  // another thread comes to help.
+  // into it; then it helps the other shares. One counter for all dealt the
+  // chunks out alternately, each a new stream, and each thread's prefetches
+  // ran on past a chunk's end into lines the other thread was reading:
+  // TinyLlama Q4_0 decode ran 12-15% slower (Q8_0, Q4_K_M 8-13%). With each
+  // thread's chunks every other one, on counters of their own, 11% slower:
+  // the streams matter, not the shared line; asking for a chunk's first
+  // 6 KiB at once did not help either, so it is not the start's latency
+  // alone (tokamak bench tg64, 2 threads, Zen 5 VM). A share's counter is on
+  // its owner's cache line: its claims stay local until another thread
+  // comes to help.
   if (n_shares_ < n_threads) {
     shares_ = std::make_unique<ChunkShare[]>(static_cast<size_t>(n_threads));
     n_shares_ = n_threads;
