@@ -31,8 +31,8 @@ constexpr size_t kPrefetchBytesF16 = 2048;
 // start of each group: kPrefetchBytesF16 ahead, and past a group's end in
 // the group n_groups on, which the same stream reads in the next tile (the
 // group after it is the next stream's, already read). Going on into the next
-// group, the 4 streams restarted every 4 groups from DRAM latency: tg32 F16
-// --isa avx2 2% slower at ~49 GB/s (8 alternations, Zen 5).
+// group, the next tile's 4 streams started cold: tg32 F16 6-7% slower when
+// the host read ~83 GB/s (AVX2 and AVX-512 kernels), 2% at ~49 (Zen 5 VM).
 inline size_t prefetch_offset_f16(int64_t i, size_t group_bytes, int n_groups) {
   const size_t at = 16 * static_cast<size_t>(i) + kPrefetchBytesF16;
   return at < group_bytes ? at : at + static_cast<size_t>(n_groups - 1) * group_bytes;
