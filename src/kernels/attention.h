@@ -26,12 +26,19 @@ namespace tokamak::kernels {
 
 // One layer of one sequence's K and V in one storage format, as they lie in
 // the block pool. Position p lives at row r = p (or p % ring_rows for a ring)
-// of block block_table[r / block_size], row r % block_size. A page is
-// [n_kv_heads][block_size] head rows, so one head's rows of a block are adjacent.
+// of block block_table[r / block_size], row r % block_size. One head's rows
+// of a block are adjacent (a chunk); the pool keeps each head's chunks of
+// all blocks side by side (kv/kv_layout.h), so a block's chunk of a head is
+// block_stride bytes from the next block's and head_stride from the next
+// head's: a sequence whose blocks follow each other reads each head's rows
+// as one stream, which the hardware prefetchers run ahead of.
 struct KvPages {
-  const uint8_t* k_base = nullptr;  // K page of this layer in block 0 (null: K not stored here)
-  const uint8_t* v_base = nullptr;  // V page of this layer in block 0 (null: V not stored here)
-  int64_t block_stride = 0;         // bytes from a block to the next
+  const uint8_t* k_base = nullptr;  // K rows of head 0 in block 0 (null: K not stored here)
+  const uint8_t* v_base = nullptr;  // V rows of head 0 in block 0 (null: V not stored here)
+  int64_t k_block_stride = 0;       // bytes from a block's K chunk of a head to the next block's
+  int64_t v_block_stride = 0;
+  int64_t k_head_stride = 0;        // bytes from one head's K chunk of a block to the next head's
+  int64_t v_head_stride = 0;
   const int32_t* block_table = nullptr;
   int32_t block_size = 0;  // rows per block
   int64_t ring_rows = 0;   // 0: rows are positions; else a ring of this many rows
@@ -40,16 +47,17 @@ struct KvPages {
   int32_t k_row_bytes = 0;  // one head row (kv_head_row_bytes)
   int32_t v_row_bytes = 0;
 
-  const uint8_t* k_row(int64_t pos, int head) const { return k_base + row_offset(pos, head, k_row_bytes); }
-  const uint8_t* v_row(int64_t pos, int head) const { return v_base + row_offset(pos, head, v_row_bytes); }
-  int64_t row_offset(int64_t pos, int head, int32_t row_bytes) const {
+  const uint8_t* k_row(int64_t pos, int head) const { return k_base + row_offset(pos, head, true); }
+  const uint8_t* v_row(int64_t pos, int head) const { return v_base + row_offset(pos, head, false); }
+  int64_t row_offset(int64_t pos, int head, bool keys) const {
     const int64_t r = ring_rows > 0 ? pos % ring_rows : pos;
-    return row_offset_of_row(r, head, row_bytes);
+    return row_offset_of_row(r, head, keys);
   }
-  // The same for row r of the pages (a position after the ring's wrap).
-  int64_t row_offset_of_row(int64_t r, int head, int32_t row_bytes) const {
-    return static_cast<int64_t>(block_table[block_of_row(r)]) * block_stride +
-           (static_cast<int64_t>(head) * block_size + row_in_block(r)) * row_bytes;
+  // The same for row r of the pages (a position after the ring's wrap), of K
+  // (keys) or V.
+  int64_t row_offset_of_row(int64_t r, int head, bool keys) const {
+    return static_cast<int64_t>(block_table[block_of_row(r)]) * (keys ? k_block_stride : v_block_stride) +
+           head * (keys ? k_head_stride : v_head_stride) + row_in_block(r) * (keys ? k_row_bytes : v_row_bytes);
   }
   // r / block_size and r % block_size, by a shift and a mask when block_size
   // is a power of two (the default 16): a 64-bit division takes ~15 cycles,

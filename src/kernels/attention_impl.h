@@ -37,20 +37,29 @@ namespace tokamak::kernels::detail {
 // without them) and the AVX-512 kernels an out-of-line AVX2 walk.
 namespace {
 
-// dst[j * d ..] = K (or V) of kv head `head` at positions t0 + j, j < n.
-// Rows adjacent in a block are adjacent in memory, so the block lookup (two
-// integer divisions) happens once per run of rows, not once per row.
 // Calls fn(type, first row, row bytes, j, count) for each run of rows that
-// are adjacent in memory among positions t0 + j, j < n.
+// are adjacent in memory among K (or V) of kv head `head` at positions
+// t0 + j, j < n. Rows adjacent in a block are adjacent in memory, so the
+// block lookup happens once per run of rows, not once per row; in the
+// planar pool (kv/kv_layout.h) so are a head's rows of consecutive blocks,
+// and a run goes on into the next block when the table has it next in
+// memory (a tile of 32 keys is then one run, not two).
 template <class Fn>
 void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, Fn&& fn) {
   for (int64_t j = 0; j < n;) {
     const int64_t pos = t0 + j;
     const KvPages& pages = kv.pages(pos, keys);
     const int64_t r = pages.ring_rows > 0 ? pos % pages.ring_rows : pos;
-    const int64_t run = std::min({n - j, pages.block_size - pages.row_in_block(r), kv.same_pages(pos, keys)});
     const int32_t row_bytes = keys ? pages.k_row_bytes : pages.v_row_bytes;
-    const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset_of_row(r, head, row_bytes);
+    const int64_t limit = std::min(n - j, kv.same_pages(pos, keys));
+    int64_t run = std::min(limit, pages.block_size - pages.row_in_block(r));
+    if (pages.ring_rows == 0 && (keys ? pages.k_block_stride : pages.v_block_stride) ==
+                                    static_cast<int64_t>(pages.block_size) * row_bytes) {
+      for (int64_t b = pages.block_of_row(r); run < limit && pages.block_table[b + 1] == pages.block_table[b] + 1; ++b) {
+        run = std::min(limit, run + pages.block_size);
+      }
+    }
+    const uint8_t* src = (keys ? pages.k_base : pages.v_base) + pages.row_offset_of_row(r, head, keys);
     fn(keys ? pages.k_type : pages.v_type, src, row_bytes, j, run);
     j += run;
   }
@@ -61,9 +70,12 @@ void for_each_run(const KvView& kv, bool keys, int head, int64_t t0, int64_t n, 
 // in every KvType.
 alignas(64) inline constexpr uint8_t kZeroKvRow[4 * kMaxHeadDim] = {};
 
-// The cache lines of the tiles ahead, asked for before their use (a block's
+// The cache lines of the tiles ahead, asked for before their use. A block's
 // rows of one head are only block_size * row_bytes long, too short a stream
-// for the hardware prefetcher to get ahead of a decode step bound by memory).
+// for the hardware prefetcher to get ahead of a decode step bound by memory;
+// in the planar pool a sequence whose blocks follow each other gives it one
+// stream per head, and still the L2 stage below is worth ~2% of a decode
+// step at 8K (Q4_0, q8 KV: off, 0.983x the step's speed over 5 pairs).
 // Two tiles ahead, a tile's lines are asked into L2 at once as its rows are
 // walked; one tile ahead, into L1. Kernels that can ask for the L1 lines a
 // few at a time between pieces of their work on the current tile do (issue):

@@ -131,7 +131,14 @@ int32_t BlockPool::copy(int32_t block) {
   check_id(block, "copy");
   if (refcounts_[static_cast<size_t>(block)] <= 0) throw Error("KV cache: copy of free block " + std::to_string(block));
   const int32_t b = allocate();
-  std::memcpy(block_data(b), block_data(block), static_cast<size_t>(block_bytes_));
+  for (int32_t layer = 0; layer < layout_.n_layers; ++layer) {
+    for (int32_t head = 0; head < layout_.n_kv_heads; ++head) {
+      for (bool keys : {true, false}) {
+        const int64_t n = keys ? layout_.k_chunk_bytes() : layout_.v_chunk_bytes();
+        std::memcpy(chunk(b, layer, head, keys), chunk(block, layer, head, keys), static_cast<size_t>(n));
+      }
+    }
+  }
   return b;
 }
 

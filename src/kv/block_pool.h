@@ -11,9 +11,10 @@
 // free block first (FIFO: least recently freed), and only when none is left
 // evicts the least recently used registered block (its key is forgotten).
 //
-// Block b's bytes: data() + b * block_bytes. The storage is allocated once, on
-// huge pages (attention reads one head's rows of a block per layer: on 4 KiB
-// pages nearly every such run is a TLB miss); untouched pages cost no RAM.
+// Block b's bytes: its chunk of each layer, head, K and V (chunk()), where
+// KvLayout's planar layout puts them. The storage is allocated once, on huge
+// pages (attention streams one head's rows of a layer: on 4 KiB pages it
+// would miss the TLB every few blocks); untouched pages cost no RAM.
 #pragma once
 
 #include <cstdint>
@@ -66,10 +67,15 @@ class BlockPool {
   bool has_key(int32_t block) const { return keyed_[static_cast<size_t>(block)] != 0; }
   int64_t evictions() const { return evictions_; }
   // A new block (refcount 1) holding a copy of all of `block`'s bytes; `block`
-  // keeps its references. Cost: one block_bytes memcpy.
+  // keeps its references. Cost: block_bytes copied, a chunk at a time.
   int32_t copy(int32_t block);
 
-  uint8_t* block_data(int32_t block) { return bytes() + static_cast<int64_t>(block) * block_bytes_; }
+  // Block `block`'s rows of one layer and KV head, K (keys) or V:
+  // layout().k_chunk_bytes() (v_chunk_bytes()) bytes.
+  uint8_t* chunk(int32_t block, int32_t layer, int32_t head, bool keys) {
+    return bytes() + layout_.plane_offset(layer, head, keys, n_blocks()) +
+           static_cast<int64_t>(block) * (keys ? layout_.k_chunk_bytes() : layout_.v_chunk_bytes());
+  }
   const uint8_t* data() const { return bytes(); }
 
   // O(n_blocks) audit: every block is either referenced (refcount > 0, not on

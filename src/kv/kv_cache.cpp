@@ -165,13 +165,11 @@ void KvCache::write_stored(int32_t seq, int32_t layer, int64_t pos, const float*
   }
   const int d = l.head_dim;
   const int64_t row = pos % bs;
-  uint8_t* k_page = pool_.block_data(block) + l.k_page_offset(layer);
-  uint8_t* v_page = pool_.block_data(block) + l.v_page_offset(layer);
   for (int h = 0; h < l.n_kv_heads; ++h) {
     kernels::quantize_kv_row(l.format.k_type, k + static_cast<int64_t>(h) * d, d,
-                             k_page + (h * bs + row) * l.k_head_row_bytes());
+                             pool_.chunk(block, layer, h, true) + row * l.k_head_row_bytes());
     kernels::quantize_kv_row(l.format.v_type, v + static_cast<int64_t>(h) * d, d,
-                             v_page + (h * bs + row) * l.v_head_row_bytes());
+                             pool_.chunk(block, layer, h, false) + row * l.v_head_row_bytes());
   }
 }
 
@@ -189,17 +187,15 @@ void KvCache::write_recent(int32_t seq, int32_t layer, int64_t pos, const float*
     throw Error("KV cache: write of position " + std::to_string(pos) + " of sequence " + std::to_string(seq) +
                 " into an unprepared f16 ring block");
   }
-  uint8_t* base = pool_.block_data(rb);
-  const int64_t row_bytes = l.recent_head_row_bytes();
+  const int64_t at = r % rows * l.recent_head_row_bytes();
   for (int h = 0; h < l.n_kv_heads; ++h) {
-    const int64_t at = (h * rows + r % rows) * row_bytes;
     if (l.k_recent()) {
       kernels::quantize_kv_row(kernels::KvType::F16, k + static_cast<int64_t>(h) * d, d,
-                               base + l.recent_k_page_offset(layer) + at);
+                               pool_.chunk(rb, layer, h, true) + at);
     }
     if (l.v_recent()) {
       kernels::quantize_kv_row(kernels::KvType::F16, v + static_cast<int64_t>(h) * d, d,
-                               base + l.recent_v_page_offset(layer) + at);
+                               pool_.chunk(rb, layer, h, false) + at);
     }
   }
 }
@@ -208,10 +204,18 @@ kernels::KvView KvCache::view(int32_t seq, int32_t layer, int64_t query) const {
   const BlockTable& t = table(seq);
   const KvLayout& l = layout();
   kernels::KvView v;
+  const int32_t n_blocks = pool_.n_blocks();
+  // Both the quantized blocks and the ring's: a chunk a block, the heads' planes n_blocks chunks apart.
+  auto set_planes = [&](kernels::KvPages& pages, bool k_here, bool v_here) {
+    pages.k_base = k_here ? pool_.data() + l.plane_offset(layer, 0, true, n_blocks) : nullptr;
+    pages.v_base = v_here ? pool_.data() + l.plane_offset(layer, 0, false, n_blocks) : nullptr;
+    pages.k_block_stride = l.k_chunk_bytes();
+    pages.v_block_stride = l.v_chunk_bytes();
+    pages.k_head_stride = n_blocks * l.k_chunk_bytes();
+    pages.v_head_stride = n_blocks * l.v_chunk_bytes();
+  };
   kernels::KvPages& m = v.main;
-  m.k_base = pool_.data() + l.k_page_offset(layer);
-  m.v_base = pool_.data() + l.v_page_offset(layer);
-  m.block_stride = pool_.block_bytes();
+  set_planes(m, true, true);
   m.block_table = t.blocks.data();
   m.block_size = l.format.block_size;
   m.k_type = l.format.k_type;
@@ -220,9 +224,7 @@ kernels::KvView KvCache::view(int32_t seq, int32_t layer, int64_t query) const {
   m.v_row_bytes = static_cast<int32_t>(l.v_head_row_bytes());
   if (!l.has_recent() || t.recent.empty()) return v;
   kernels::KvPages& r = v.recent;
-  r.k_base = l.k_recent() ? pool_.data() + l.recent_k_page_offset(layer) : nullptr;
-  r.v_base = l.v_recent() ? pool_.data() + l.recent_v_page_offset(layer) : nullptr;
-  r.block_stride = pool_.block_bytes();
+  set_planes(r, l.k_recent(), l.v_recent());
   r.block_table = t.recent.data();
   r.block_size = l.recent_block_rows();
   r.ring_rows = l.recent_ring_rows();

@@ -154,6 +154,7 @@ kernels::KvView PagedAttention::tile_view(const kv::KvCache& kv, const Tile& til
   s.ring_rows = r.n_tokens;
   s.k_type = s.v_type = kernels::KvType::F16;
   s.k_row_bytes = s.v_row_bytes = static_cast<int32_t>(layout_.recent_head_row_bytes());
+  s.k_head_stride = s.v_head_stride = r.n_tokens * layout_.recent_head_row_bytes();  // [head][row]: copy_step_rows
   view.step_begin = r.pos0;
   return view;
 }

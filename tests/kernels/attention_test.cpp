@@ -477,8 +477,15 @@ TEST(Attention, StepRowsReadLikeRingRows) {
       }
       const int32_t one_block = 0;
       KvView step = ring;
-      step.step = {reinterpret_cast<const uint8_t*>(k_copy.data()), reinterpret_cast<const uint8_t*>(v_copy.data()),
-                   0, &one_block, static_cast<int32_t>(m), m, KvType::F16, KvType::F16, 2 * d, 2 * d};
+      KvPages& rows = step.step;
+      rows.k_base = reinterpret_cast<const uint8_t*>(k_copy.data());
+      rows.v_base = reinterpret_cast<const uint8_t*>(v_copy.data());
+      rows.k_head_stride = rows.v_head_stride = m * 2 * d;  // [head][row]
+      rows.block_table = &one_block;
+      rows.block_size = static_cast<int32_t>(m);
+      rows.ring_rows = m;
+      rows.k_type = rows.v_type = KvType::F16;
+      rows.k_row_bytes = rows.v_row_bytes = 2 * d;
       step.step_begin = begin;
       const std::vector<int32_t> positions = {299, 272, 273, 287, 290};
       EXPECT_EQ(run_ref(s, f, step, positions), run_ref(s, f, ring, positions)) << s.name();

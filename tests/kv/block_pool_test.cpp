@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -139,16 +141,59 @@ TEST(BlockPool, RefcountsKeepSharedBlocksAlive) {
   pool.check_invariants();
 }
 
+// Each chunk of a block: (layer, head, K/V), with its size.
+template <class Fn>
+void for_each_chunk(const KvLayout& l, Fn&& fn) {
+  for (int32_t layer = 0; layer < l.n_layers; ++layer) {
+    for (int32_t head = 0; head < l.n_kv_heads; ++head) {
+      for (bool keys : {true, false}) fn(layer, head, keys, keys ? l.k_chunk_bytes() : l.v_chunk_bytes());
+    }
+  }
+}
+
 TEST(BlockPool, CopyDuplicatesEveryByteOfTheBlock) {
-  BlockPool pool(small_layout(), 3);
+  BlockPool pool(small_layout(4, KvType::Q8, KvType::F16), 3);
+  const KvLayout& l = pool.layout();
   const int32_t a = pool.allocate();
-  for (int64_t i = 0; i < pool.block_bytes(); ++i) pool.block_data(a)[i] = static_cast<uint8_t>(i * 7 + 3);
+  const int32_t other = pool.allocate();
+  int64_t filled = 0;
+  for_each_chunk(l, [&](int32_t layer, int32_t head, bool keys, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) pool.chunk(a, layer, head, keys)[i] = static_cast<uint8_t>(filled++ * 7 + 3);
+    std::memset(pool.chunk(other, layer, head, keys), 0xEE, static_cast<size_t>(n));
+  });
+  EXPECT_EQ(filled, pool.block_bytes());  // the chunks are the whole block
   const int32_t b = pool.copy(a);
-  EXPECT_EQ(b, 1);
+  EXPECT_EQ(b, 2);
   EXPECT_EQ(pool.refcount(a), 1);
   EXPECT_EQ(pool.refcount(b), 1);
-  EXPECT_EQ(std::memcmp(pool.block_data(a), pool.block_data(b), static_cast<size_t>(pool.block_bytes())), 0);
-  EXPECT_EQ(pool.block_data(b) - pool.block_data(a), pool.block_bytes());
+  for_each_chunk(l, [&](int32_t layer, int32_t head, bool keys, int64_t n) {
+    EXPECT_EQ(std::memcmp(pool.chunk(a, layer, head, keys), pool.chunk(b, layer, head, keys), static_cast<size_t>(n)), 0);
+    // The copy wrote no byte of another block.
+    const uint8_t* o = pool.chunk(other, layer, head, keys);
+    EXPECT_TRUE(std::all_of(o, o + n, [](uint8_t x) { return x == 0xEE; }));
+  });
+}
+
+// The planar layout: a head's chunks of consecutive blocks are adjacent, and
+// the chunks of all blocks tile the pool exactly, each byte in one chunk.
+TEST(BlockPool, ChunksTileThePoolWithEachHeadsBlocksAdjacent) {
+  const int32_t n_blocks = 5;
+  for (const auto& [k, v] : {std::pair{KvType::F32, KvType::F32}, {KvType::Q8, KvType::Q4}, {KvType::Q4, KvType::F16}}) {
+    BlockPool pool(small_layout(4, k, v), n_blocks);
+    const KvLayout& l = pool.layout();
+    std::vector<int> owners(static_cast<size_t>(pool.capacity_bytes()), 0);
+    for (int32_t b = 0; b < n_blocks; ++b) {
+      for_each_chunk(l, [&](int32_t layer, int32_t head, bool keys, int64_t n) {
+        const int64_t at = pool.chunk(b, layer, head, keys) - pool.data();
+        ASSERT_GE(at, 0);
+        ASSERT_LE(at + n, pool.capacity_bytes());
+        for (int64_t i = at; i < at + n; ++i) ++owners[static_cast<size_t>(i)];
+        if (b > 0) EXPECT_EQ(pool.chunk(b, layer, head, keys), pool.chunk(b - 1, layer, head, keys) + n);
+      });
+    }
+    EXPECT_TRUE(std::all_of(owners.begin(), owners.end(), [](int c) { return c == 1; }))
+        << kernels::kv_type_name(k) << "/" << kernels::kv_type_name(v);
+  }
 }
 
 TEST(KvLayout, BytesPerTokenAreExact) {
@@ -174,9 +219,8 @@ TEST(KvLayout, BytesPerTokenAreExact) {
     l.validate();
     EXPECT_EQ(l.bytes_per_token(), c.bytes) << kernels::kv_type_name(c.k) << "/" << kernels::kv_type_name(c.v);
     EXPECT_EQ(l.block_bytes(), 16 * c.bytes);
-    // Pages tile the block exactly: layer l's V page ends where layer l+1's K page starts.
-    EXPECT_EQ(l.v_page_offset(2) + l.v_page_bytes(), l.block_bytes());
-    EXPECT_EQ(l.v_page_offset(0) + l.v_page_bytes(), l.k_page_offset(1));
+    // A block is its layers' and heads' K and V chunks.
+    EXPECT_EQ(3 * 4 * (l.k_chunk_bytes() + l.v_chunk_bytes()), l.block_bytes());
   }
 }
 
@@ -323,10 +367,10 @@ TEST(KvLayout, RecentBeginIsTileAlignedAndDependsOnThePositionOnly) {
 }
 
 TEST(KvCache, MixedPrecisionKeepsTheNewestPositionsInF16) {
-  // q8 blocks of 4; ring blocks hold floor(block bytes / f16 bytes per token)
-  // rows; the ring holds recent + 31 = 36 of them.
+  // q8 blocks of 4; a ring block holds as many f16 rows as a q8 chunk (4
+  // rows of a head) has bytes for; the ring holds recent + 31 = 36 of them.
   const KvLayout layout = small_layout(4, KvType::Q8, KvType::Q8, 5);
-  EXPECT_EQ(layout.recent_block_rows(), 4 * (4 + 4) / 8);  // = 4
+  EXPECT_EQ(layout.recent_block_rows(), 4 * (4 + 4) / (2 * 4));  // = 4
   EXPECT_EQ(layout.recent_blocks(), 9);
   EXPECT_EQ(layout.recent_ring_rows(), 36);
   KvCache kv(layout, 128);

@@ -67,14 +67,14 @@ TEST(KvJournal, ReplayGivesTheSameBlocksThroughForkCopyOnWriteFreeAndEviction) {
 }
 
 TEST(KvJournal, ReplayFollowsTheF16RingOfMixedPrecision) {
-  KvCache a(layout(8, kernels::KvType::Q8), 16);
+  KvCache a(layout(8, kernels::KvType::Q8), 48);
   a.start_journal();
   a.prepare_write(0, 0, 9);
   a.set_length(0, 9);
   a.fork(0, 1);
   a.prepare_write(1, 9, 10);  // the shared ring block is copied
   a.set_length(1, 5);         // a cut back: ring rows go stale
-  KvCache b(layout(8, kernels::KvType::Q8), 16);
+  KvCache b(layout(8, kernels::KvType::Q8), 48);
   b.replay(a.take_journal());
   expect_same_state(a, b, 2);
   // In steps: the rest of the journal continues from where the last replay ended.
