@@ -14,7 +14,11 @@
 // Block b's bytes: its chunk of each layer, head, K and V (chunk()), where
 // KvLayout's planar layout puts them. The storage is allocated once, on huge
 // pages (attention streams one head's rows of a layer: on 4 KiB pages it
-// would miss the TLB every few blocks); untouched pages cost no RAM.
+// would miss the TLB every few blocks); untouched pages cost no RAM, but a
+// block's chunks lie in every plane, so the first blocks written make a
+// page of each plane resident (a pool whose planes are under 2 MiB, as
+// `run` sizes it for a 4K context, is then resident whole, as llama.cpp's
+// cache is from the start).
 #pragma once
 
 #include <cstdint>
