@@ -205,11 +205,12 @@ struct Q8_0Lines {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         // One token takes AVX2's vpmaddubsw even with VNNI: on a Zen 5 host
-        // its decode reads Q8_0 from DRAM 5-8% faster that way (tg64 TinyLlama
-        // Q8_0 --isa avx_vnni, 8 alternations; GemvX8 q8_0 ffn_up one thread
-        // 7.6% slower with vpdpbusd, though 18% faster in L2). Two vpdpbusd
-        // chains instead of one were slower still; the prefetch distance
-        // (3-12 KiB) changed nothing. Q4_0 is level either way. Same sums.
+        // its decode reads Q8_0 from DRAM faster that way (tg64 TinyLlama
+        // Q8_0 --isa avx_vnni 53.5 -> 56.2 t/s, 5 of 5 alternations; GemvX8
+        // q8_0 ffn_up one thread 7.6% slower with vpdpbusd, though 18% faster
+        // in L2). Two vpdpbusd chains instead of one were slower still; the
+        // prefetch distance (3-12 KiB) changed nothing; Q4_0 is level either
+        // way. The same exact sums, so the same bits.
         if (TOKAMAK_MATMUL_INT_VNNI && T > 1) {
 #if TOKAMAK_MATMUL_INT_VNNI
           s[t] = _mm256_dpbusd_avx_epi32(s[t], aw, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c), w));

@@ -487,9 +487,9 @@ void gemm_f16_pairs(const GemmArgs& a) {
 
 // Q8_0: one token goes to the AVX2 kernel (the same sums, vpmaddubsw; see
 // Q8_0Lines in matmul_avx2_interleaved_impl.h): on the Zen 5 host the pair
-// decode's vpdpbusd read Q8_0 from DRAM ~5% slower (tg64 TinyLlama Q8_0, 5
-// alternations, 4 of them 4.6-6.8% faster on the AVX2 kernel; Q4_0 level).
-// It needs no pair operands.
+// decode's vpdpbusd read Q8_0 from DRAM slower (tg64 TinyLlama Q8_0 51.9 ->
+// 55.2 t/s on the AVX2 kernel, 5 of 5 alternations; Q4_0 level, Q4_K_M 86
+// -> 64 t/s, so the K-quants keep their pair decode). No pair operands.
 void gemm_q8_0(const GemmArgs& a) {
   if (a.n_tokens == 1) return gemm_kernel_avx2_interleaved(DType::Q8_0).fn(a);
   gemm_pairs_32<Q8_0Pair>(a);
