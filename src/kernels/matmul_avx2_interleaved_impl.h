@@ -211,7 +211,7 @@ struct Q8_0Lines {
         // in L2). Two vpdpbusd chains instead of one were slower still; the
         // prefetch distance (3-12 KiB) changed nothing; Q4_0 is level either
         // way. The same exact sums, so the same bits.
-        if (TOKAMAK_MATMUL_INT_VNNI && T > 1) {
+        if constexpr (TOKAMAK_MATMUL_INT_VNNI && T > 1) {
 #if TOKAMAK_MATMUL_INT_VNNI
           s[t] = _mm256_dpbusd_avx_epi32(s[t], aw, _mm256_sign_epi8(broadcast4(xq[t] + 32 * b, c), w));
 #endif

@@ -13,8 +13,9 @@
 // AVX2 kernels' vpmaddubsw and its add (and their widening) for 8 rows.
 //
 // Decode (one token) puts blocks b and b + 1 of one group side by side
-// instead (one stream per thread). The last odd group and the plain tail rows
-// of every format go to the AVX2 kernel.
+// instead (one stream per thread), but for Q8_0, whose one-token calls go to
+// the AVX2 kernel (gemm_q8_0). The last odd group and the plain tail rows of
+// every format go to the AVX2 kernel.
 // Batch invariance holds across the two: per block (super-block) each lane's
 // integer sum is the same exact value, and the float steps on it are the AVX2
 // kernels' own, lane for lane (tested bitwise in interleave_test.cpp).
