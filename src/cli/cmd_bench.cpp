@@ -151,6 +151,7 @@ int bench_main(int argc, char** argv) {
           {"type", type},
           {"params", n_params(model)},
           {"weight_bytes", r.weight_bytes},
+          {"kv_bytes", r.kv_bytes},
           {"test", r.test},
           {"n_prompt", r.n_prompt},
           {"n_gen", r.n_gen},
@@ -201,10 +202,11 @@ int bench_main(int argc, char** argv) {
               l2 == 0 ? "unknown" : (std::to_string(l2 / 1024) + " KiB").c_str(), blocks.weight_bytes / 1024,
               blocks.act_bytes / 1024);
   std::printf("weights: the bytes one forward pass reads (the embedding is read a row per token, so it is left "
-              "out);\nroofline: tokens/s if each pass only read them at the measured bandwidth (prefill: one read per "
-              "batch, but prefill is compute bound);\ncompute roofline: tokens/s if each pass only ran its weight products at the "
-              "speed its kernels reach on this machine with the weights in cache (prefill: as 64-token GEMMs); "
-              "binding: the lower roofline\n");
+              "out);\nroofline: tokens/s if each pass only read them, and a decode step also the KV cache rows it "
+              "attends, at the measured bandwidth (prefill: one read per batch, but prefill is compute bound);\n"
+              "compute roofline: tokens/s if each pass only ran its weight products, and a decode step also its "
+              "attention, at the speed their kernels reach on this machine with the data in cache (prefill: weights "
+              "as 64-token GEMMs, attention left out); binding: the lower roofline\n");
   return 0;
 }
 

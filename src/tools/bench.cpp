@@ -6,6 +6,7 @@
 #include "core/bandwidth.h"
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "model/paged_attention.h"
 
 namespace tokamak::tools {
 namespace {
@@ -35,24 +36,48 @@ std::vector<std::span<const std::byte>> weight_ranges(const Model& model) {
   return out;
 }
 
-double roofline_tokens_per_s(double bytes_per_s, size_t weight_bytes, double tokens_per_pass) {
-  return tokens_per_pass * bytes_per_s / static_cast<double>(weight_bytes);
+double roofline_tokens_per_s(double bytes_per_s, double weight_bytes, double tokens_per_pass) {
+  return tokens_per_pass * bytes_per_s / weight_bytes;
+}
+
+int64_t attention_keys(const ModelConfig& c, int64_t pos) {
+  return c.sliding_window > 0 ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
+}
+
+double kv_bytes_read(const ModelConfig& c, const kv::KvLayout& layout, int64_t pos) {
+  const int64_t keys = attention_keys(c, pos);
+  const int64_t f16_keys = layout.has_recent() ? std::min(keys, pos + 1 - layout.recent_begin(pos)) : 0;
+  const int64_t f16_k = layout.k_recent() ? layout.recent_head_row_bytes() : layout.k_head_row_bytes();
+  const int64_t f16_v = layout.v_recent() ? layout.recent_head_row_bytes() : layout.v_head_row_bytes();
+  const int64_t per_head =
+      (keys - f16_keys) * (layout.k_head_row_bytes() + layout.v_head_row_bytes()) + f16_keys * (f16_k + f16_v);
+  return static_cast<double>(c.n_layers) * c.n_kv_heads * static_cast<double>(per_head);
+}
+
+double attention_macs(const ModelConfig& c, int64_t pos) {
+  return 2.0 * c.n_layers * c.n_heads * c.head_dim * static_cast<double>(attention_keys(c, pos));
+}
+
+double with_attention(double weights_tokens_per_s, double macs, double attention_macs_per_s) {
+  if (weights_tokens_per_s <= 0.0 || macs <= 0.0 || attention_macs_per_s <= 0.0) return weights_tokens_per_s;
+  return 1.0 / (1.0 / weights_tokens_per_s + macs / attention_macs_per_s);
 }
 
 void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass) {
   if (reps.empty()) throw Error("bench: no repetitions to summarize");
   std::vector<double> seconds, tps, gbs, fraction;
+  const double bytes_per_pass = static_cast<double>(r.weight_bytes) + r.kv_bytes;
   for (const Repetition& rep : reps) {
     seconds.push_back(rep.seconds);
     tps.push_back(n_tokens / rep.seconds);
     gbs.push_back(rep.bytes_per_s / 1e9);
-    fraction.push_back(tps.back() / roofline_tokens_per_s(rep.bytes_per_s, r.weight_bytes, tokens_per_pass));
+    fraction.push_back(tps.back() / roofline_tokens_per_s(rep.bytes_per_s, bytes_per_pass, tokens_per_pass));
   }
   r.seconds = stats_of(seconds);
   r.tokens_per_s = stats_of(tps);
   r.bandwidth_gbs = stats_of(gbs).median;
   // Linear in the bandwidth, so this is the roofline of the median repetition's.
-  r.roofline_tokens_per_s = roofline_tokens_per_s(r.bandwidth_gbs * 1e9, r.weight_bytes, tokens_per_pass);
+  r.roofline_tokens_per_s = roofline_tokens_per_s(r.bandwidth_gbs * 1e9, bytes_per_pass, tokens_per_pass);
   r.roofline_fraction = stats_of(fraction).median;
 }
 
@@ -212,6 +237,60 @@ double compute_roofline_tokens_per_s(const Model& model, const std::vector<Kerne
   return seconds > 0.0 ? 1.0 / seconds : 0.0;
 }
 
+double measure_attention_rate(const Model& model, ThreadPool& pool, const kv::KvFormat& kv_format, kernels::Isa isa) {
+  const ModelConfig& c = model.local_config();
+  kv::KvLayout layout = kv_layout_for(model, kv_format);
+  layout.n_layers = 1;
+  // ~512 KiB of K and V a thread, as measure_kernel_rates' GEMV slices, in
+  // whole tiles; the query at position `keys` reads keys + 1 of them.
+  constexpr int64_t kBytesPerThread = int64_t{512} << 10;
+  const int64_t row_bytes = layout.n_kv_heads * (layout.k_head_row_bytes() + layout.v_head_row_bytes());
+  const int32_t keys = static_cast<int32_t>(
+      std::clamp<int64_t>(kBytesPerThread * pool.size() / row_bytes / kernels::kKeyTile * kernels::kKeyTile,
+                          kernels::kKeyTile, 16 * kernels::kKeyChunk));
+  kv::KvCache kv(layout, blocks_for(layout, keys + 1));
+  kv.prepare_write(0, 0, keys + 1);
+  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
+  uint64_t state = 1;
+  auto uniform = [&] {  // in [-1, 1): the values do not change the cost
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(state >> 40) / 8388608.0f - 1.0f;
+  };
+  for (int32_t pos = 0; pos <= keys; ++pos) {
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = uniform();
+      v[i] = uniform();
+    }
+    kv.write(0, 0, pos, k.data(), v.data());
+  }
+  kv.set_length(0, keys + 1);
+  Batch batch;
+  batch.add(0, keys, 0, true);
+  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
+  for (float& x : q) x = uniform();
+  PagedAttention attention(isa);
+  attention.plan(c, layout, batch, q.data(), out.data(), pool.size());
+  auto step = [&] { attention.run(batch, kv, 0, k.data(), v.data(), pool); };
+  step();  // warm-up: K and V into the caches
+  // The fastest of short windows, as measure_kernel_rates.
+  constexpr double kSeconds = 0.1;
+  constexpr double kWindow = 0.01;
+  const double macs_per_call = attention_macs(c, keys) / c.n_layers;
+  double best = 0.0;
+  for (const auto start = std::chrono::steady_clock::now(); seconds_since(start) < kSeconds;) {
+    const auto window = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    double elapsed = 0.0;
+    do {
+      step();
+      ++calls;
+      elapsed = seconds_since(window);
+    } while (elapsed < kWindow);
+    best = std::max(best, static_cast<double>(calls) * macs_per_call / elapsed);
+  }
+  return best;
+}
+
 std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const BenchOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0)) {
     throw Error("bench: need a positive prompt or generation length (got " + std::to_string(o.n_prompt) + " and " +
@@ -233,6 +312,8 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
   const double compute_decode = compute_roofline_tokens_per_s(model, measure_kernel_rates(model, pool, o.matmul, 1));
   const double compute_prefill =
       o.n_prompt > 0 ? compute_roofline_tokens_per_s(model, measure_kernel_rates(model, pool, o.matmul, 64)) : 0.0;
+  const double attention_rate = o.n_gen > 0 ? measure_attention_rate(model, pool, o.kv_format, o.matmul.isa) : 0.0;
+  const kv::KvLayout layout = kv_layout_for(model, o.kv_format);
   auto measure = [&](bool prefill, int32_t n, int32_t ctx) {
     BenchResult r;
     r.test = (prefill ? "pp" : "tg") + std::to_string(n);
@@ -241,6 +322,15 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
     r.ctx = ctx;
     r.threads = pool.size();
     r.weight_bytes = bytes;
+    // Decode step i attends ctx + i + 1 keys: its KV reads and attention
+    // products grow with them, so the test's rooflines take their means.
+    double attention_macs_per_token = 0.0;
+    if (!prefill) {
+      for (int32_t i = 0; i < n; ++i) {
+        r.kv_bytes += kv_bytes_read(model.local_config(), layout, ctx + i) / n;
+        attention_macs_per_token += attention_macs(model.local_config(), ctx + i) / n;
+      }
+    }
     auto run = [&] { return prefill ? timer.prefill(n) : timer.decode(n, ctx); };
     run();  // warm-up: first-touch of buffers and pages
     // The bandwidth is measured right before each repetition, so that each
@@ -263,7 +353,8 @@ std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const B
                                      return f;
                                    }();
     r.gflops = flops / r.seconds.median / 1e9;
-    r.compute_roofline_tokens_per_s = prefill ? compute_prefill : compute_decode;
+    r.compute_roofline_tokens_per_s =
+        prefill ? compute_prefill : with_attention(compute_decode, attention_macs_per_token, attention_rate);
     const double binding = std::min(r.roofline_tokens_per_s, r.compute_roofline_tokens_per_s);
     r.binding_fraction = binding > 0.0 ? r.tokens_per_s.median / binding : 0.0;
     results.push_back(r);

@@ -90,6 +90,9 @@ struct BenchResult {
   double gflops = 0.0;                 // at the median speed
   double bandwidth_gbs = 0.0;          // 1e9 bytes/s, median over the repetitions
   size_t weight_bytes = 0;             // read per forward pass
+  // Decode: the KV cache bytes a step reads, the mean over the test's steps
+  // (kv_bytes_read); the bandwidth roofline counts them beside the weights.
+  double kv_bytes = 0.0;
   double roofline_tokens_per_s = 0.0;  // see the top of this file; median over the repetitions
   double roofline_fraction = 0.0;      // median over the repetitions of (their speed / their roofline)
   // The compute ceiling (compute_roofline_tokens_per_s) and the speed as a
@@ -101,7 +104,16 @@ struct BenchResult {
 
 // Tokens/s if a pass did nothing but read weight_bytes at bytes_per_s, with
 // tokens_per_pass tokens sharing each read (a prefill's n; 1 for decode).
-double roofline_tokens_per_s(double bytes_per_s, size_t weight_bytes, double tokens_per_pass);
+double roofline_tokens_per_s(double bytes_per_s, double weight_bytes, double tokens_per_pass);
+
+// What one decode step's attention costs for the query at position `pos`,
+// summed over the layers: the keys it reads (a sliding window caps them).
+// KV bytes: each KV head's K and V rows, those in the f16 ring of mixed
+// precision at f16's size. Multiply-adds: for each query head, head_dim for
+// its score and head_dim for the weighted V row, per key.
+int64_t attention_keys(const ModelConfig& c, int64_t pos);
+double kv_bytes_read(const ModelConfig& c, const kv::KvLayout& layout, int64_t pos);
+double attention_macs(const ModelConfig& c, int64_t pos);
 
 // One measured run of a test: its wall time and the read bandwidth measured right before it.
 struct Repetition {
@@ -109,7 +121,7 @@ struct Repetition {
   double bytes_per_s = 0.0;
 };
 // Fills r's timings, bandwidth, roofline and roofline fraction from the
-// repetitions of a test of n_tokens tokens, against r.weight_bytes.
+// repetitions of a test of n_tokens tokens, against r.weight_bytes + r.kv_bytes.
 void summarize(BenchResult& r, const std::vector<Repetition>& reps, int32_t n_tokens, double tokens_per_pass);
 
 // The compute roofline: the matmul kernel of each weight type timed on this
@@ -123,9 +135,22 @@ struct KernelRate {
 std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& pool, const kernels::MatmulOptions& matmul,
                                              int32_t n_tokens);
 // Tokens/s if a pass did nothing but its weight products at those rates:
-// 1 / sum over the matrices of (elements / rate of their type). Attention,
-// norms and the rest are left out, so this is an upper bound.
+// 1 / sum over the matrices of (elements / rate of their type). Norms and
+// the rest are left out, so this is an upper bound; run_bench adds decode's
+// attention (below).
 double compute_roofline_tokens_per_s(const Model& model, const std::vector<KernelRate>& rates);
+
+// The attention kernels' rate in the same sense: PagedAttention (the path a
+// decode step takes, on `isa`, over the pool's threads) for one query token
+// over one layer of keys stored as `kv_format` says, few enough to stay in
+// L2 (~512 KiB of K and V a thread), in multiply-adds (attention_macs) per
+// second. At long contexts attention's products, not the weights', bound a
+// decode step on a CPU whose memory outruns its multipliers.
+double measure_attention_rate(const Model& model, ThreadPool& pool, const kv::KvFormat& kv_format, kernels::Isa isa);
+// The compute roofline of decode steps that each also run attention_macs
+// multiply-adds at attention_macs_per_s: 1 / (1 / weights_tokens_per_s +
+// macs / rate). Unchanged when macs or the rate is 0.
+double with_attention(double weights_tokens_per_s, double macs, double attention_macs_per_s);
 
 // Runs one unmeasured warm-up and `repetitions` measured runs of each test,
 // measuring the bandwidth right before each run: on a shared machine the

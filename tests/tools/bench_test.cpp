@@ -101,6 +101,47 @@ TEST(Bench, ComputeRooflineByHand) {
   EXPECT_GT(rates[0].macs_per_s, 0.0);
 }
 
+// The micro-llama above: 8 query heads and 2 KV heads of 32, 4 layers. A
+// query at position 9 attends 10 keys: 2 * 32 multiply-adds per key and query
+// head, 4 * 8 * 64 * 10 = 20,480. An f16 row is 64 bytes, a q8 one 32 + a
+// 4-byte scale: the f16 cache reads 4 layers * 2 heads * 10 keys * (64 + 64)
+// = 10,240 bytes; q8 at position 39 reads 40 keys * (36 + 36) = 2,880 bytes a
+// head and layer (23,040), or with the 8 newest in f16 (recent_begin(39) =
+// 32): 32 * 72 + 8 * 128 = 3,328 (26,624). A 16-key sliding window leaves 16
+// keys at position 39: 32,768 multiply-adds; with the ring, 8 * 72 + 8 * 128
+// = 1,600 bytes (12,800).
+TEST(Bench, AttentionCostsByHand) {
+  const Model model = Model::load(test_data("fixtures/models/micro-llama-q8_0.gguf"));
+  ModelConfig c = model.config();
+  EXPECT_EQ(attention_keys(c, 9), 10);
+  EXPECT_DOUBLE_EQ(attention_macs(c, 9), 20'480.0);
+  EXPECT_DOUBLE_EQ(kv_bytes_read(c, kv_layout_for(c), 9), 10'240.0);
+  kv::KvFormat q8;
+  q8.k_type = q8.v_type = kernels::KvType::Q8;
+  EXPECT_DOUBLE_EQ(kv_bytes_read(c, kv_layout_for(c, q8), 39), 23'040.0);
+  q8.recent = 8;
+  EXPECT_DOUBLE_EQ(kv_bytes_read(c, kv_layout_for(c, q8), 39), 26'624.0);
+  c.sliding_window = 16;
+  EXPECT_EQ(attention_keys(c, 39), 16);
+  EXPECT_DOUBLE_EQ(attention_macs(c, 39), 32'768.0);
+  EXPECT_DOUBLE_EQ(kv_bytes_read(c, kv_layout_for(c, q8), 39), 12'800.0);
+}
+
+// 100 tokens/s of weight products (10 ms a step) and 5e8 multiply-adds of
+// attention at 1e11 a second (5 ms): 1 / 15 ms = 66.7 tokens/s. Without a
+// measured rate, or without attention, the weights' roofline stands.
+TEST(Bench, ComputeRooflineWithAttentionByHand) {
+  EXPECT_DOUBLE_EQ(with_attention(100.0, 5e8, 1e11), 1.0 / 0.015);
+  EXPECT_DOUBLE_EQ(with_attention(100.0, 5e8, 0.0), 100.0);
+  EXPECT_DOUBLE_EQ(with_attention(100.0, 0.0, 1e11), 100.0);
+  const Model model = Model::load(test_data("fixtures/models/micro-llama-q8_0.gguf"));
+  ThreadPool pool(1);
+  kv::KvFormat q8;
+  q8.k_type = q8.v_type = kernels::KvType::Q8;
+  EXPECT_GT(measure_attention_rate(model, pool, {}, kernels::best_isa()), 0.0);
+  EXPECT_GT(measure_attention_rate(model, pool, q8, kernels::best_isa()), 0.0);
+}
+
 // 2 GB of weights read at 40 GB/s: a decode step can run at most 20 times a
 // second; a pp512 batch shares one read, so 512 * 20 = 10,240 tokens/s.
 TEST(Bench, RooflineByHand) {
@@ -126,6 +167,14 @@ TEST(Bench, SummaryByHand) {
   EXPECT_DOUBLE_EQ(r.bandwidth_gbs, 40.0);
   EXPECT_DOUBLE_EQ(r.roofline_tokens_per_s, 20.0);
   EXPECT_DOUBLE_EQ(r.roofline_fraction, 0.40);
+  // The same with 0.5 GB of KV rows a step, 2.5 GB in all: rooflines 10, 25
+  // and 16 tokens/s, fractions 100%, 50% and 31.25%; the median bandwidth's
+  // roofline 16, the median fraction 50%.
+  BenchResult kv = r;
+  kv.kv_bytes = 500'000'000;
+  summarize(kv, {{1.0, 25e9}, {0.8, 62.5e9}, {2.0, 40e9}}, 10, 1);
+  EXPECT_DOUBLE_EQ(kv.roofline_tokens_per_s, 16.0);
+  EXPECT_DOUBLE_EQ(kv.roofline_fraction, 0.5);
 
   // pp512 in 0.5 s (1,024 tokens/s) at 40 GB/s: roofline 10,240, 10%.
   BenchResult p;
@@ -156,6 +205,10 @@ TEST(Bench, TimesPrefillAndDecodeThroughForward) {
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].test, "pp16");
   EXPECT_EQ(results[1].test, "tg4");
+  // Prefill's roofline is the weights'; tg4's steps attend 1..4 keys of the
+  // f16 cache: 2.5 * 4 layers * 2 heads * (64 + 64) bytes on average.
+  EXPECT_EQ(results[0].kv_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(results[1].kv_bytes, 2'560.0);
   for (const BenchResult& r : results) {
     EXPECT_GT(r.tokens_per_s.min, 0.0);
     EXPECT_LE(r.tokens_per_s.min, r.tokens_per_s.median);
@@ -196,6 +249,9 @@ TEST(Bench, DecodesAfterFilledContexts) {
   EXPECT_EQ(results[1].ctx, 40);
   EXPECT_EQ(results[1].test, "tg2");
   EXPECT_GT(results[1].gflops * results[1].seconds.median, results[0].gflops * results[0].seconds.median);
+  // Forty more keys a step: more KV bytes and more attention in the rooflines.
+  EXPECT_GT(results[1].kv_bytes, results[0].kv_bytes);
+  EXPECT_LT(results[1].compute_roofline_tokens_per_s, results[0].compute_roofline_tokens_per_s);
   o.contexts = {-1};
   EXPECT_THROW(run_bench(model, pool, o), Error);
 }
