@@ -143,8 +143,9 @@ int64_t attention_first_chunk(const AttentionParams& params, const QueryTile& ti
 // on top of the stored values' (kernels/attention_avx512_vnni.cpp); AVX2
 // (head_dim a multiple of 32, and at least kAvx2IntegerMinGroup query heads
 // to a KV head) rounds both to 16 bits, ~1e-5
-// (kernels/attention_avx2_int_impl.h, also the AVX-VNNI path). Otherwise attention dequantizes K/V tiles
-// to f32, erring only by f32 rounding.
+// (kernels/attention_avx2_int_impl.h, also the AVX-VNNI path, but that
+// AVX-VNNI rounds the weights of q8 V to 8 bits: ~1e-3). Otherwise attention
+// dequantizes K/V tiles to f32, erring only by f32 rounding.
 constexpr int kAvx2IntegerMinGroup = 3;
 bool attention_integer_dots(Isa isa, const AttentionParams& dims, KvType k, KvType v);
 

@@ -11,7 +11,11 @@
 // int32), 16 multiply-adds each, and a VPADDD to accumulate; with AVX-VNNI
 // (TOKAMAK_ATTENTION_INT_VNNI set by the includer: Alder Lake and later
 // Intel client CPUs, Zen 5) VPDPWSSD does both, the same exact sums in half
-// the instructions. Its byte sibling VPMADDUBSW (u8 x s8 into
+// the instructions, and q8 V's products take VPDPBUSD with 8-bit weights
+// (byte_values below: 32 multiply-adds an instruction; attention_bench q8 at
+// 8K on Zen 5, min of 5 in 5 alternations, 748-776 -> 637-684 us in cache,
+// 759-824 -> 659-702 from DRAM; tokamak bench tg32 at ctx 8192, Q4_0, 4 of
+// 4 pairs, 41.6-44.2 -> 44.9-45.4 t/s). Its byte sibling VPMADDUBSW (u8 x s8 into
 // saturating int16 pairs) needs a VPMADDWD after it to reach int32 too, so it
 // also spends two multiplier instructions per 32 multiply-adds, and its
 // operands would need the sign trick (|a| against b * sign(a)) or a query cut
@@ -40,7 +44,8 @@
 //     weights w_j = p_j * sv_j (signed: a q4 scale is negative when its
 //     largest value is positive) are rounded to int16 over the tile (max |w|
 //     -> 32767) and VPMADDWD sums them against the int16 V values, per V
-//     scale group. Each weight moves by at most 2^-16 of the tile's largest.
+//     scale group. Each weight moves by at most 2^-16 of the tile's largest
+//     (with byte_values, to u8 over the tile, max -> 255: 2^-9 of it).
 // Why no sum can overflow (VPMADDWD cannot saturate; only int32 sums could
 // wrap): |q|, |w| <= 32767 and a stored value |k|, |v| <= 128 whatever its
 // bytes, so a pair sums to at most 2 * 32767 * 128 < 2^23; a score lane adds
@@ -55,7 +60,9 @@
 //   K: [key j][value c] int16: the widened rows; (k_j[2c], k_j[2c + 1]) is
 //      one dword, broadcast against 8 heads' (q[2c], q[2c + 1]).
 //   V: [key pair p][value i] = (v_2p[i], v_2p+1[i]) int16 pairs in dwords,
-//      broadcast against 8 heads' (w_2p, w_2p+1).
+//      broadcast against 8 heads' (w_2p, w_2p+1); with byte_values, [key quad
+//      p][value i] = (v_4p[i], .., v_4p+3[i]) int8 in dwords against 8 heads'
+//      u8 (w_4p, .., w_4p+3).
 #pragma once
 
 #include "kernels/exp_avx2.h"
@@ -86,9 +93,21 @@ inline __m256 softmax_exp(__m256 x) {
 constexpr int kSegment = 16;                        // values of one 128-bit load of int8
 constexpr int kMaxScaleGroups = kMaxHeadDim / 32;   // of a q4 row (q8 rows have 1)
 constexpr int kKeyPairs = static_cast<int>(kKeyTile) / 2;
+constexpr int kKeyQuads = static_cast<int>(kKeyTile) / 4;
 constexpr int kLanes = 8;                           // query heads of a head block
 constexpr int kKeyBlock = 8;                        // keys whose scores are summed together
 static_assert(kKeyTile % kKeyBlock == 0);
+
+// Whether the values go through VPDPBUSD, 32 multiply-adds an instruction:
+// with AVX-VNNI and q8 V (whose row scales are never negative, so that the
+// weights p_j * sv_j meet V as unsigned bytes), the weights are rounded to 8
+// bits (1/255 of the tile's largest, as the AVX-512 VNNI kernel does) and V
+// stays int8, key quads interleaved: half the product instructions of
+// VPDPWSSD's int16 pairs, and no widening of V. Otherwise 16-bit weights.
+template <KvType VT>
+constexpr bool byte_values() {
+  return TOKAMAK_ATTENTION_INT_VNNI && VT == KvType::Q8;
+}
 
 // int32 lanes as a GCC vector: `acc += x` on it keeps loop-carried sums in
 // their registers, where _mm256_add_epi32(acc, x) makes GCC 12 copy every
@@ -111,6 +130,7 @@ typedef int32_t Sums __attribute__((vector_size(32)));
 struct IntTile {
   alignas(32) int16_t k[kKeyTile * kMaxHeadDim];   // [key j][value c] at j * d + c
   alignas(32) int32_t v[kKeyPairs * kMaxHeadDim];  // [key pair p][value i] at p * d + i: 2 x int16
+  alignas(32) int32_t v8[kKeyQuads * kMaxHeadDim];  // byte_values: [key quad p][value i] at p * d + i: 4 x int8
   alignas(32) float k_scale[kMaxScaleGroups][kKeyTile];
   alignas(32) float v_scale[kMaxScaleGroups][kKeyTile];
   int d = 0;
@@ -168,6 +188,25 @@ void load_int_tile(const detail::TilePrefetch::TileRows& tile_rows, int d, IntTi
       _mm256_store_si256(reinterpret_cast<__m256i*>(t.k + j * d + s * kSegment),
                          _mm256_cvtepi8_epi16(row_segment<KT>(k_rows[j], s)));
     }
+  }
+  if constexpr (byte_values<VT>()) {
+    // V: the bytes of four keys interleaved: (v_4p[i], .., v_4p+3[i]).
+    for (int p = 0; p < kKeyQuads; ++p) {
+      for (int s = 0; s < segments; ++s) {
+        const __m128i a = row_segment<VT>(v_rows[4 * p], s);
+        const __m128i b = row_segment<VT>(v_rows[4 * p + 1], s);
+        const __m128i c = row_segment<VT>(v_rows[4 * p + 2], s);
+        const __m128i e = row_segment<VT>(v_rows[4 * p + 3], s);
+        const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
+        const __m128i ce_lo = _mm_unpacklo_epi8(c, e), ce_hi = _mm_unpackhi_epi8(c, e);
+        __m128i* dst = reinterpret_cast<__m128i*>(t.v8 + p * d + s * kSegment);
+        _mm_store_si128(dst, _mm_unpacklo_epi16(ab_lo, ce_lo));      // values 0-3 of the segment
+        _mm_store_si128(dst + 1, _mm_unpackhi_epi16(ab_lo, ce_lo));  // 4-7
+        _mm_store_si128(dst + 2, _mm_unpacklo_epi16(ab_hi, ce_hi));  // 8-11
+        _mm_store_si128(dst + 3, _mm_unpackhi_epi16(ab_hi, ce_hi));  // 12-15
+      }
+    }
+    return;
   }
   // V: the bytes of two keys interleaved, then widened: (v_2p[i], v_2p+1[i]).
   for (int p = 0; p < kKeyPairs; ++p) {
@@ -283,6 +322,47 @@ void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (
   for (int j = kb; j < ke; ++j) _mm256_store_ps(s[j], _mm256_mul_ps(_mm256_load_ps(s[j]), qs));
 }
 
+// The values of update_block with byte_values<VT>() (instantiated by the
+// AVX-VNNI build only): acc[i] = acc[i] * corr +
+// w_scale * sum over key quads of w . (v_4p[i], .., v_4p+3[i]), the weights
+// p_j * sv_j of keys [jb, je) (s[j], not negative) rounded to u8 over the
+// tile (max -> 255; other keys weigh 0). Exact int32 sums: a quad adds at
+// most 4 * 255 * 128 < 2^17, a lane kKeyQuads of them.
+template <KvType VT>
+void byte_values_step(const HeadBlock& b, const IntTile& t, int d, int jb, int je, const float (*s)[kLanes],
+                      __m256 corr) {
+  static_assert(byte_values<VT>());
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = jb; j < je; ++j) amax = _mm256_max_ps(amax, _mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[0][j])));
+  const __m256 positive = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ);
+  const __m256 inv = _mm256_and_ps(positive, _mm256_div_ps(_mm256_set1_ps(255.0f), amax));
+  const __m256 ws = _mm256_div_ps(amax, _mm256_set1_ps(255.0f));
+  auto rounded = [&](int j) {
+    if (j < jb || j >= je) return _mm256_setzero_si256();
+    return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[0][j])), inv));
+  };
+  const int qb = jb / 4, qe = (je + 3) / 4;
+  alignas(32) int32_t w[kKeyQuads][kLanes];  // [quad][head]: 4 x u8, key 4q in the low byte
+  for (int q = qb; q < qe; ++q) {
+    const __m256i lo = _mm256_or_si256(rounded(4 * q), _mm256_slli_epi32(rounded(4 * q + 1), 8));
+    const __m256i hi = _mm256_or_si256(_mm256_slli_epi32(rounded(4 * q + 2), 16), _mm256_slli_epi32(rounded(4 * q + 3), 24));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w[q]), _mm256_or_si256(lo, hi));
+  }
+  for (int i0 = 0; i0 < d; i0 += 8) {
+    Sums acc[8] = {};
+    for (int q = qb; q < qe; ++q) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[q]));
+      for (int u = 0; u < 8; ++u) {
+        acc[u] = Sums(_mm256_dpbusd_avx_epi32(__m256i(acc[u]), wv, _mm256_set1_epi32(t.v8[q * d + i0 + u])));
+      }
+    }
+    for (int u = 0; u < 8; ++u) {
+      float* out = b.acc + (i0 + u) * kLanes;
+      _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_load_ps(out), corr, _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(acc[u])), ws)));
+    }
+  }
+}
+
 // One online-softmax step of a head block over keys [jb, je) of the tile.
 template <KvType KT, KvType VT>
 void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t, int jb, int je,
@@ -309,6 +389,10 @@ void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t
   _mm256_store_ps(b.m, m_new);
   _mm256_store_ps(b.l, _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(b.l), corr), l));
 
+  if constexpr (byte_values<VT>()) {
+    byte_values_step<VT>(b, t, d, jb, je, s, corr);
+    return;
+  }
   // The weights of key pairs [pb, pe), rounded per V scale group; keys
   // outside [jb, je) weigh 0.
   const int pb = jb / 2, pe = (je + 1) / 2;

@@ -1,5 +1,6 @@
 // attention_chunk for q8 / q4 K and V with integer dot products
-// (attention_avx2_int_impl.h) through VPDPWSSD (AVX-VNNI: Alder Lake and later Intel client CPUs, Zen 5).
+// (attention_avx2_int_impl.h) through VPDPWSSD, and VPDPBUSD for q8 V (AVX-VNNI: Alder Lake and later Intel
+// client CPUs, Zen 5).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

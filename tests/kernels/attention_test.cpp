@@ -145,12 +145,15 @@ float rel_error(const std::vector<float>& a, const std::vector<float>& b, float 
 // query to ~15 bits against q8 K (8 against q4 K) and the weights to 8
 // (measured <= 8.7e-4 for q8/q8, <= 5.3e-3 with q4 over these shapes); AVX2
 // rounds both to 16 bits (measured <= 2.6e-5 over these shapes, 4x headroom),
-// as does AVX-VNNI (the same kernel, its products through VPDPWSSD).
+// as does AVX-VNNI (the same kernel, its products through VPDPWSSD) but for
+// q8 V, whose weights it rounds to 8 bits for VPDPBUSD (measured <= 1.2e-3,
+// a 7-key sliding window the largest).
 constexpr float kFloatBound = 1e-5f;
 constexpr float kIntegerBound = 1e-2f;
 constexpr float kAvx2IntegerBound = 1e-4f;
 float bound_for(Isa isa, const Shape& s) {
   if (!attention_integer_dots(isa, s.dims(), s.k, s.v)) return kFloatBound;
+  if (isa == Isa::kAvxVnni && s.v == KvType::Q8) return kIntegerBound;
   return isa == Isa::kAvx2 || isa == Isa::kAvxVnni ? kAvx2IntegerBound : kIntegerBound;
 }
 
@@ -334,15 +337,17 @@ TEST(Attention, ResultsDoNotDependOnHeadBlocksOrPasses) {
 // heads gives it, over the same cache, for a tile of three tokens; on VNNI
 // also 3 (a block of 4) against 4.
 // AVX-VNNI's integer attention is the AVX2 kernel with VPDPWSSD for VPMADDWD
-// + VPADDD: the same exact int32 sums, so the same bits, in every K/V type
-// pair, with several tokens, a sliding window and the f16 ring beside it.
-TEST(Attention, AvxVnniIntegerDotsGiveTheAvx2Bits) {
+// + VPADDD: the same exact int32 sums, so the same bits, for q4 V with q8 or
+// q4 K, with several tokens, a sliding window and the f16 ring beside it.
+// (With q8 V its values take VPDPBUSD and 8-bit weights: the reference checks
+// them, within kIntegerBound.)
+TEST(Attention, AvxVnniIntegerDotsGiveTheAvx2BitsForQ4Values) {
   if (!isa_supported(Isa::kAvxVnni)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
   std::mt19937 rng(7);
   const KvType types[] = {KvType::Q8, KvType::Q4};
   int cases = 0;
   for (KvType k : types) {
-    for (KvType v : types) {
+    for (KvType v : {KvType::Q4}) {
       for (int recent : {0, 40}) {
         Shape s;
         s.n_heads = 32;
@@ -365,7 +370,7 @@ TEST(Attention, AvxVnniIntegerDotsGiveTheAvx2Bits) {
       }
     }
   }
-  EXPECT_EQ(cases, 8);
+  EXPECT_EQ(cases, 4);
 }
 
 TEST(Attention, AHeadsResultDoesNotDependOnItsGroupsSize) {

@@ -188,7 +188,9 @@ TEST(BlockPool, ChunksTileThePoolWithEachHeadsBlocksAdjacent) {
         ASSERT_GE(at, 0);
         ASSERT_LE(at + n, pool.capacity_bytes());
         for (int64_t i = at; i < at + n; ++i) ++owners[static_cast<size_t>(i)];
-        if (b > 0) EXPECT_EQ(pool.chunk(b, layer, head, keys), pool.chunk(b - 1, layer, head, keys) + n);
+        if (b > 0) {
+          EXPECT_EQ(pool.chunk(b, layer, head, keys), pool.chunk(b - 1, layer, head, keys) + n);
+        }
       });
     }
     EXPECT_TRUE(std::all_of(owners.begin(), owners.end(), [](int c) { return c == 1; }))
