@@ -20,6 +20,30 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Units of work a second of `call` (work_per_call a call): the fastest of
+// short windows over 0.1 s, not the mean over all of them. A roofline is what
+// a kernel can reach, and on a shared host a busy neighbour takes whole
+// windows away (one mean over 0.1 s put Q4_1's --isa avx2 decode roofline at
+// 51 t/s, below the 64 t/s it decoded).
+template <class Call>
+double fastest_rate(double work_per_call, Call&& call) {
+  constexpr double kSeconds = 0.1;
+  constexpr double kWindow = 0.01;
+  double best = 0.0;
+  for (const auto start = std::chrono::steady_clock::now(); seconds_since(start) < kSeconds;) {
+    const auto window = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    double elapsed = 0.0;
+    do {
+      call();
+      ++calls;
+      elapsed = seconds_since(window);
+    } while (elapsed < kWindow);
+    best = std::max(best, static_cast<double>(calls) * work_per_call / elapsed);
+  }
+  return best;
+}
+
 }  // namespace
 
 TimingStats stats_of(std::vector<double> s) {
@@ -186,12 +210,6 @@ std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& poo
   // the whole tensor, which also keeps the activations' conversion (once a
   // call) at its real share.
   constexpr size_t kSliceBytesPerThread = size_t{512} << 10;
-  // The fastest of short windows, not the mean over all of them: the
-  // roofline is what the kernel can reach, and on a shared host a busy
-  // neighbour takes whole windows away (one mean over 0.1 s put Q4_1's
-  // --isa avx2 decode roofline at 51 t/s, below the 64 t/s it decoded).
-  constexpr double kSeconds = 0.1;
-  constexpr double kWindow = 0.01;
   std::vector<KernelRate> rates;
   kernels::Matmul mm(matmul);
   for (const TensorView* t : matrices(model)) {
@@ -205,24 +223,9 @@ std::vector<KernelRate> measure_kernel_rates(const Model& model, ThreadPool& poo
     slice.ne = {t->ne[0], rows, 1, 1};
     std::vector<float> x(static_cast<size_t>(t->ne[0] * n_tokens), 0.5f), y(static_cast<size_t>(rows * n_tokens));
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
-    mm.run(slice, x.data(), n_tokens, y.data(), pool);  // warm-up: the slice into the caches
-    auto since = [](std::chrono::steady_clock::time_point from) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
-    };
-    const double macs_per_call = static_cast<double>(rows * t->ne[0] * n_tokens);
-    double best = 0.0;
-    for (const auto start = std::chrono::steady_clock::now(); since(start) < kSeconds;) {
-      const auto window = std::chrono::steady_clock::now();
-      int64_t calls = 0;
-      double elapsed = 0.0;
-      do {
-        mm.run(slice, x.data(), n_tokens, y.data(), pool);
-        ++calls;
-        elapsed = since(window);
-      } while (elapsed < kWindow);
-      best = std::max(best, static_cast<double>(calls) * macs_per_call / elapsed);
-    }
-    rates.push_back({t->type, best});
+    auto call = [&] { mm.run(slice, x.data(), n_tokens, y.data(), pool); };
+    call();  // warm-up: the slice into the caches
+    rates.push_back({t->type, fastest_rate(static_cast<double>(rows * t->ne[0] * n_tokens), call)});
   }
   return rates;
 }
@@ -272,23 +275,7 @@ double measure_attention_rate(const Model& model, ThreadPool& pool, const kv::Kv
   attention.plan(c, layout, batch, q.data(), out.data(), pool.size());
   auto step = [&] { attention.run(batch, kv, 0, k.data(), v.data(), pool); };
   step();  // warm-up: K and V into the caches
-  // The fastest of short windows, as measure_kernel_rates.
-  constexpr double kSeconds = 0.1;
-  constexpr double kWindow = 0.01;
-  const double macs_per_call = attention_macs(c, keys) / c.n_layers;
-  double best = 0.0;
-  for (const auto start = std::chrono::steady_clock::now(); seconds_since(start) < kSeconds;) {
-    const auto window = std::chrono::steady_clock::now();
-    int64_t calls = 0;
-    double elapsed = 0.0;
-    do {
-      step();
-      ++calls;
-      elapsed = seconds_since(window);
-    } while (elapsed < kWindow);
-    best = std::max(best, static_cast<double>(calls) * macs_per_call / elapsed);
-  }
-  return best;
+  return fastest_rate(attention_macs(c, keys) / c.n_layers, step);
 }
 
 std::vector<BenchResult> run_bench(const Model& model, ThreadPool& pool, const BenchOptions& o) {
