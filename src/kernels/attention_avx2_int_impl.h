@@ -322,6 +322,34 @@ void scores(const HeadBlock& b, const IntTile& t, int d, int kb, int ke, float (
   for (int j = kb; j < ke; ++j) _mm256_store_ps(s[j], _mm256_mul_ps(_mm256_load_ps(s[j]), qs));
 }
 
+// The softmax weights p_j * sv_j of keys [jb, je) (p in s[j], sv in
+// scales[j]), rounded to integers over the tile: the largest |weight| of
+// each lane -> `levels`. inv is the factor into that range (0 in a lane
+// without weight), scale the one back (max |weight| / levels).
+struct WeightRounding {
+  __m256 inv, scale;
+};
+WeightRounding weight_rounding(const float (*s)[kLanes], const float* scales, int jb, int je, float levels) {
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = jb; j < je; ++j) amax = _mm256_max_ps(amax, abs_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(scales[j]))));
+  const __m256 positive = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ);
+  return {_mm256_and_ps(positive, _mm256_div_ps(_mm256_set1_ps(levels), amax)),
+          _mm256_div_ps(amax, _mm256_set1_ps(levels))};
+}
+// The weight of key j so rounded, 0 outside [jb, je).
+__m256i rounded_weight(const float (*s)[kLanes], const float* scales, int j, int jb, int je, __m256 inv) {
+  if (j < jb || j >= je) return _mm256_setzero_si256();
+  return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(scales[j])), inv));
+}
+// acc[i0 + u] = acc[i0 + u] * corr + sums[u] * scale for the 8 values from i0.
+[[gnu::always_inline]] inline void add_value_sums(const HeadBlock& b, int i0, const Sums (&sums)[8], __m256 corr,
+                                                  __m256 scale) {
+  for (int u = 0; u < 8; ++u) {
+    float* out = b.acc + (i0 + u) * kLanes;
+    _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_load_ps(out), corr, _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(sums[u])), scale)));
+  }
+}
+
 // The values of update_block with byte_values<VT>() (instantiated by the
 // AVX-VNNI build only): acc[i] = acc[i] * corr +
 // w_scale * sum over key quads of w . (v_4p[i], .., v_4p+3[i]), the weights
@@ -332,15 +360,8 @@ template <KvType VT>
 void byte_values_step(const HeadBlock& b, const IntTile& t, int d, int jb, int je, const float (*s)[kLanes],
                       __m256 corr) {
   static_assert(byte_values<VT>());
-  __m256 amax = _mm256_setzero_ps();
-  for (int j = jb; j < je; ++j) amax = _mm256_max_ps(amax, _mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[0][j])));
-  const __m256 positive = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ);
-  const __m256 inv = _mm256_and_ps(positive, _mm256_div_ps(_mm256_set1_ps(255.0f), amax));
-  const __m256 ws = _mm256_div_ps(amax, _mm256_set1_ps(255.0f));
-  auto rounded = [&](int j) {
-    if (j < jb || j >= je) return _mm256_setzero_si256();
-    return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[0][j])), inv));
-  };
+  const WeightRounding r = weight_rounding(s, t.v_scale[0], jb, je, 255.0f);
+  auto rounded = [&](int j) { return rounded_weight(s, t.v_scale[0], j, jb, je, r.inv); };
   const int qb = jb / 4, qe = (je + 3) / 4;
   alignas(32) int32_t w[kKeyQuads][kLanes];  // [quad][head]: 4 x u8, key 4q in the low byte
   for (int q = qb; q < qe; ++q) {
@@ -356,10 +377,7 @@ void byte_values_step(const HeadBlock& b, const IntTile& t, int d, int jb, int j
         acc[u] = Sums(_mm256_dpbusd_avx_epi32(__m256i(acc[u]), wv, _mm256_set1_epi32(t.v8[q * d + i0 + u])));
       }
     }
-    for (int u = 0; u < 8; ++u) {
-      float* out = b.acc + (i0 + u) * kLanes;
-      _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_load_ps(out), corr, _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(acc[u])), ws)));
-    }
+    add_value_sums(b, i0, acc, corr, r.scale);
   }
 }
 
@@ -401,18 +419,9 @@ void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t
   alignas(32) float w_scale[kMaxScaleGroups][kLanes];
   const __m256i low16 = _mm256_set1_epi32(0xffff);
   for (int g = 0; g < v_groups; ++g) {
-    __m256 amax = _mm256_setzero_ps();
-    for (int j = jb; j < je; ++j) {
-      amax = _mm256_max_ps(amax, abs_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[g][j]))));
-    }
-    const __m256 positive = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_GT_OQ);
-    const __m256 inv = _mm256_and_ps(positive, _mm256_div_ps(_mm256_set1_ps(32767.0f), amax));
-    _mm256_store_ps(w_scale[g], _mm256_div_ps(amax, _mm256_set1_ps(32767.0f)));
-    auto rounded = [&](int j) {
-      if (j < jb || j >= je) return _mm256_setzero_si256();
-      return _mm256_cvtps_epi32(
-          _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(s[j]), _mm256_set1_ps(t.v_scale[g][j])), inv));
-    };
+    const WeightRounding r = weight_rounding(s, t.v_scale[g], jb, je, 32767.0f);
+    _mm256_store_ps(w_scale[g], r.scale);
+    auto rounded = [&](int j) { return rounded_weight(s, t.v_scale[g], j, jb, je, r.inv); };
     for (int q = pb; q < pe; ++q) {
       const __m256i pair = _mm256_or_si256(_mm256_and_si256(rounded(2 * q), low16), _mm256_slli_epi32(rounded(2 * q + 1), 16));
       _mm256_store_si256(reinterpret_cast<__m256i*>(w[g][q]), pair);
@@ -427,11 +436,7 @@ void update_block(const AttentionParams& p, const HeadBlock& b, const IntTile& t
       const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[g][q]));
       for (int u = 0; u < 8; ++u) acc[u] = add_pair_products(acc[u], _mm256_set1_epi32(t.v_pair(q, i0 + u)), wv);
     }
-    const __m256 ws = _mm256_load_ps(w_scale[g]);
-    for (int u = 0; u < 8; ++u) {
-      float* out = b.acc + (i0 + u) * kLanes;
-      _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_load_ps(out), corr, _mm256_mul_ps(_mm256_cvtepi32_ps(__m256i(acc[u])), ws)));
-    }
+    add_value_sums(b, i0, acc, corr, _mm256_load_ps(w_scale[g]));
   }
 }
 

@@ -44,6 +44,26 @@ double fastest_rate(double work_per_call, Call&& call) {
   return best;
 }
 
+// Sequence 0 of `kv` gets random K and V rows at positions [0, n_positions)
+// of every layer: uniform() for each element, K's and V's in turn. The cost
+// of attention depends on how many keys there are, not on their values.
+template <class Uniform>
+void fill_random_kv(kv::KvCache& kv, int32_t n_positions, Uniform&& uniform) {
+  const kv::KvLayout& layout = kv.layout();
+  std::vector<float> k(static_cast<size_t>(layout.n_kv_heads) * layout.head_dim), v(k.size());
+  kv.prepare_write(0, 0, n_positions);
+  for (int32_t layer = 0; layer < layout.n_layers; ++layer) {
+    for (int32_t pos = 0; pos < n_positions; ++pos) {
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = uniform();
+        v[i] = uniform();
+      }
+      kv.write(0, layer, pos, k.data(), v.data());
+    }
+  }
+  kv.set_length(0, n_positions);
+}
+
 }  // namespace
 
 TimingStats stats_of(std::vector<double> s) {
@@ -154,19 +174,8 @@ double ForwardTimer::prefill(int32_t n_tokens) {
 void ForwardTimer::fill_context(int32_t ctx) {
   kv_.free_sequence(0);
   if (ctx == 0) return;
-  const ModelConfig& c = model_.local_config();
-  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
-  kv_.prepare_write(0, 0, ctx);
-  for (int32_t layer = 0; layer < c.n_layers; ++layer) {
-    for (int32_t pos = 0; pos < ctx; ++pos) {
-      for (size_t i = 0; i < k.size(); ++i) {  // uniform in [-1, 1)
-        k[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
-        v[i] = static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f;
-      }
-      kv_.write(0, layer, pos, k.data(), v.data());
-    }
-  }
-  kv_.set_length(0, ctx);
+  // Uniform in [-1, 1).
+  fill_random_kv(kv_, ctx, [&] { return static_cast<float>(next_token() % 2048) / 1024.0f - 1.0f; });
 }
 
 double ForwardTimer::decode(int32_t n_tokens, int32_t ctx) {
@@ -252,24 +261,15 @@ double measure_attention_rate(const Model& model, ThreadPool& pool, const kv::Kv
       std::clamp<int64_t>(kBytesPerThread * pool.size() / row_bytes / kernels::kKeyTile * kernels::kKeyTile,
                           kernels::kKeyTile, 16 * kernels::kKeyChunk));
   kv::KvCache kv(layout, blocks_for(layout, keys + 1));
-  kv.prepare_write(0, 0, keys + 1);
-  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
   uint64_t state = 1;
-  auto uniform = [&] {  // in [-1, 1): the values do not change the cost
+  auto uniform = [&] {  // in [-1, 1)
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<float>(state >> 40) / 8388608.0f - 1.0f;
   };
-  for (int32_t pos = 0; pos <= keys; ++pos) {
-    for (size_t i = 0; i < k.size(); ++i) {
-      k[i] = uniform();
-      v[i] = uniform();
-    }
-    kv.write(0, 0, pos, k.data(), v.data());
-  }
-  kv.set_length(0, keys + 1);
+  fill_random_kv(kv, keys + 1, uniform);
   Batch batch;
   batch.add(0, keys, 0, true);
-  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
+  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size()), k(static_cast<size_t>(c.kv_dim())), v(k.size());
   for (float& x : q) x = uniform();
   PagedAttention attention(isa);
   attention.plan(c, layout, batch, q.data(), out.data(), pool.size());
